@@ -1,0 +1,156 @@
+package cachefs
+
+import (
+	"context"
+	"errors"
+	"log"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cachefs/cachefs/consistency"
+	"github.com/cachefs/cachefs/upstream"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// Options configure the guest filesystem. The zero value of each field
+// but Client is a working default.
+type Options struct {
+	// Client is the connection to the host server. Required.
+	Client *upstream.Client
+	// Policy maps paths to consistency modes. Nil: consistent everywhere.
+	Policy *consistency.Policy
+	// Logf logs unexpected errors. Nil: log.Printf.
+	Logf func(format string, args ...any)
+}
+
+// FS is the guest side of cachefs as a raw FUSE filesystem: each kernel
+// request is answered from the guest's caches where the node's mode
+// allows, else forwarded to the host.
+type FS struct {
+	fuse.RawFileSystem
+
+	opts    Options            // immutable after New
+	up      *upstream.Client   // immutable
+	nodes   *nodeTable         // immutable pointer
+	handles *handleTable       // immutable pointer
+	forgets *forgetQueue       // immutable pointer
+	policy  *consistency.Policy // immutable pointer
+
+	mu     sync.Mutex // protects server
+	server *fuse.Server
+}
+
+// New returns the filesystem for a connected client.
+func New(opts Options) *FS {
+	if opts.Logf == nil {
+		opts.Logf = log.Printf
+	}
+	if opts.Policy == nil {
+		opts.Policy = consistency.NewPolicy(consistency.Consistent)
+	}
+	h := opts.Client.Hello()
+	fs := &FS{RawFileSystem: fuse.NewDefaultRawFileSystem(), opts: opts, up: opts.Client,
+		nodes: newNodeTable(h.Root.Node, opts.Client.Epoch()), handles: newHandleTable(),
+		policy: opts.Policy}
+	fs.forgets = newForgetQueue(fs)
+	return fs
+}
+
+func (fs *FS) String() string { return "cachefs" }
+
+// Init is called by go-fuse when the mount is ready.
+func (fs *FS) Init(s *fuse.Server) {
+	fs.mu.Lock()
+	fs.server = s
+	fs.mu.Unlock()
+}
+
+// call sends one request upstream. If the host session was lost under
+// it, node ids are re-resolved by f's next run: f is run at most twice.
+func (fs *FS) call(f func(epoch uint64) error) fuse.Status {
+	var err error
+	for i := 0; i < 2; i++ {
+		err = f(fs.up.Epoch())
+		if !errors.Is(err, upstream.ErrSessionLost) {
+			break
+		}
+	}
+	return fs.status(err)
+}
+
+// status maps an error to the errno returned to the kernel.
+func (fs *FS) status(err error) fuse.Status {
+	if err == nil {
+		return fuse.OK
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return fuse.Status(errno)
+	}
+	if errors.Is(err, upstream.ErrSessionLost) {
+		return fuse.Status(syscall.ESTALE)
+	}
+	if errors.Is(err, context.Canceled) {
+		return fuse.EINTR
+	}
+	fs.opts.Logf("cachefs: %v", err)
+	return fuse.EIO
+}
+
+// rpc is fs.up.Call without a deadline of the caller's.
+func (fs *FS) rpc(op upstream.Op, req, resp any) error {
+	return fs.up.Call(context.Background(), op, req, resp)
+}
+
+// upID returns n's host id in epoch, looking it up again through its
+// parent if the host session changed since it was found.
+func (fs *FS) upID(n *node, epoch uint64) (uint64, error) {
+	if up, ok := fs.nodes.upOf(n, epoch); ok {
+		return up, nil
+	}
+	if n.id == rootID {
+		fs.nodes.rebind(n, fs.up.Hello().Root.Node, epoch)
+		return fs.upID(n, epoch)
+	}
+	parent, name := fs.nodes.where(n)
+	if parent == nil {
+		return 0, syscall.ESTALE
+	}
+	pup, err := fs.upID(parent, epoch)
+	if err != nil {
+		return 0, err
+	}
+	var resp upstream.EntryResp
+	if err := fs.rpc(upstream.OpLookup, &upstream.LookupReq{Parent: pup, Name: name}, &resp); err != nil {
+		return 0, err
+	}
+	fs.nodes.rebind(n, resp.Entry.Node, epoch)
+	return resp.Entry.Node, nil
+}
+
+// nodeUp resolves a kernel nodeid to its node and host id.
+func (fs *FS) nodeUp(id, epoch uint64) (*node, uint64, error) {
+	n := fs.nodes.get(id)
+	if n == nil {
+		return nil, 0, syscall.ESTALE
+	}
+	up, err := fs.upID(n, epoch)
+	return n, up, err
+}
+
+// Stats are the guest's counters.
+type Stats struct {
+	Upstream upstream.Snapshot
+	Nodes    int
+	Handles  int
+}
+
+func (fs *FS) Stats() Stats {
+	return Stats{Upstream: fs.up.Stats.Snapshot(), Nodes: fs.nodes.len(), Handles: fs.handles.len()}
+}
+
+// Destroy stops background work.
+func (fs *FS) OnUnmount() { fs.forgets.close() }
+
+var _ = time.Second

@@ -1,0 +1,100 @@
+package cachefs
+
+import (
+	"sync"
+
+	"github.com/cachefs/cachefs/upstream"
+)
+
+// handle is a file or directory the kernel has open, known to the kernel
+// by its id (the FUSE fh) and to the host by up, valid in epoch.
+type handle struct {
+	id    uint64 // immutable
+	node  *node  // immutable
+	flags uint32 // immutable: open flags, for reopening in a new session
+	dir   bool   // immutable
+
+	mu     sync.Mutex // protects the following
+	up     uint64
+	epoch  uint64
+	locked bool    // advisory locks were taken through it
+	buf    *dirBuf // directories: entries fetched ahead
+}
+
+type handleTable struct {
+	mu   sync.Mutex // protects the following
+	byID map[uint64]*handle
+	next uint64
+}
+
+func newHandleTable() *handleTable {
+	return &handleTable{byID: map[uint64]*handle{}, next: 1}
+}
+
+func (t *handleTable) add(h *handle) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h.id = t.next
+	t.next++
+	t.byID[h.id] = h
+	return h.id
+}
+
+func (t *handleTable) get(id uint64) *handle {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.byID[id]
+}
+
+func (t *handleTable) remove(id uint64) *handle {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := t.byID[id]
+	delete(t.byID, id)
+	return h
+}
+
+func (t *handleTable) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.byID)
+}
+
+// upHandle returns h's host handle in epoch, reopening the file if the
+// host session changed since it was opened.
+func (fs *FS) upHandle(h *handle, epoch uint64) (uint64, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.epoch == epoch {
+		return h.up, nil
+	}
+	up, err := fs.upID(h.node, epoch)
+	if err != nil {
+		return 0, err
+	}
+	var resp upstream.OpenResp
+	op, req := upstream.OpOpendir, any(&upstream.NodeReq{Node: up})
+	if !h.dir {
+		op, req = upstream.OpOpen, &upstream.OpenReq{Node: up, Flags: reopenFlags(h.flags)}
+	}
+	if err := fs.rpc(op, req, &resp); err != nil {
+		return 0, err
+	}
+	h.up, h.epoch = resp.Handle, epoch
+	return h.up, nil
+}
+
+// withHandle resolves a kernel fh and runs f with its host handle.
+func (fs *FS) withHandle(fh uint64, f func(h *handle, up uint64) error) fuseStatus {
+	h := fs.handles.get(fh)
+	if h == nil {
+		return fuseBadf
+	}
+	return fs.call(func(epoch uint64) error {
+		up, err := fs.upHandle(h, epoch)
+		if err != nil {
+			return err
+		}
+		return f(h, up)
+	})
+}

@@ -1,0 +1,189 @@
+package cachefs
+
+import (
+	"sync"
+)
+
+// node is the guest's record of an inode the kernel knows. The kernel
+// names it by id; the host by up, valid for one host session (epoch).
+type node struct {
+	id uint64 // immutable: the kernel's nodeid
+
+	// nodeTable.mu protects the following.
+	up      uint64 // host node id in epoch
+	epoch   uint64
+	parent  *node // where the node was last seen, for re-resolution
+	name    string
+	mode    uint32 // S_IFMT bits
+	lookups uint64 // kernel references (nlookup)
+	upRefs  uint64 // host references taken in epoch
+}
+
+type upKey struct{ epoch, up uint64 }
+
+type nameKey struct {
+	parent *node
+	name   string
+}
+
+// nodeTable maps kernel nodeids to nodes. Lock order: nodeTable.mu is a
+// leaf; no upstream call is made while holding it.
+type nodeTable struct {
+	mu   sync.Mutex // protects the maps, next and node fields marked above
+	byID map[uint64]*node
+	byUp map[upKey]*node
+	// byName indexes nodes by where they were last seen.
+	byName map[nameKey]*node
+	next   uint64
+}
+
+const rootID = 1 // FUSE_ROOT_ID
+
+func newNodeTable(rootUp, epoch uint64) *nodeTable {
+	t := &nodeTable{byID: map[uint64]*node{}, byUp: map[upKey]*node{}, byName: map[nameKey]*node{}, next: rootID + 1}
+	root := &node{id: rootID, up: rootUp, epoch: epoch, mode: sIFDIR, lookups: 1 << 62}
+	t.byID[rootID] = root
+	t.byUp[upKey{epoch, rootUp}] = root
+	return t
+}
+
+func (t *nodeTable) get(id uint64) *node {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.byID[id]
+}
+
+// upOf returns n's host id if it is valid in epoch.
+func (t *nodeTable) upOf(n *node, epoch uint64) (uint64, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return n.up, n.epoch == epoch
+}
+
+// where returns n's parent and name.
+func (t *nodeTable) where(n *node) (*node, string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return n.parent, n.name
+}
+
+// add records a host entry found as name in parent, which the kernel is
+// about to be given: one kernel lookup and one host reference.
+func (t *nodeTable) add(parent *node, name string, up, epoch uint64, mode uint32) *node {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := upKey{epoch, up}
+	n := t.byUp[k]
+	if n == nil {
+		n = &node{id: t.next, up: up, epoch: epoch, mode: mode & sIFMT}
+		t.next++
+		t.byID[n.id] = n
+		t.byUp[k] = n
+	}
+	n.lookups++
+	n.upRefs++
+	t.setWhereLocked(n, parent, name)
+	return n
+}
+
+// setWhereLocked records that n is name in parent (nil parent: nowhere).
+func (t *nodeTable) setWhereLocked(n, parent *node, name string) {
+	if old := (nameKey{n.parent, n.name}); n.parent != nil && t.byName[old] == n {
+		delete(t.byName, old)
+	}
+	n.parent, n.name = parent, name
+	if parent != nil {
+		t.byName[nameKey{parent, name}] = n
+	}
+}
+
+// rebind points n at a host id of a new epoch after re-resolution; the
+// lookup that found it took one host reference.
+func (t *nodeTable) rebind(n *node, up, epoch uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n.epoch == epoch {
+		t.upRefs(n, 1)
+		return
+	}
+	delete(t.byUp, upKey{n.epoch, n.up})
+	n.up, n.epoch, n.upRefs = up, epoch, 1
+	t.byUp[upKey{epoch, up}] = n
+}
+
+// upRefs adds refs to n's host references. Needs mu.
+func (t *nodeTable) upRefs(n *node, refs uint64) { n.upRefs += refs }
+
+// forget drops count kernel lookups. When none remain the node is
+// removed and its host references returned for forgetting upstream.
+func (t *nodeTable) forget(id, count uint64) (up, epoch, refs uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := t.byID[id]
+	if n == nil || id == rootID {
+		return 0, 0, 0
+	}
+	if count < n.lookups {
+		n.lookups -= count
+		return 0, 0, 0
+	}
+	delete(t.byID, id)
+	if t.byUp[upKey{n.epoch, n.up}] == n {
+		delete(t.byUp, upKey{n.epoch, n.up})
+	}
+	t.setWhereLocked(n, nil, "")
+	return n.up, n.epoch, n.upRefs
+}
+
+// moved records a rename done through the mount; a node it replaced
+// has no name any more.
+func (t *nodeTable) moved(parent *node, name string, newParent *node, newName string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if old := t.byName[nameKey{newParent, newName}]; old != nil {
+		t.setWhereLocked(old, nil, "")
+	}
+	if n := t.byName[nameKey{parent, name}]; n != nil {
+		t.setWhereLocked(n, newParent, newName)
+	}
+}
+
+// exchanged records a RENAME_EXCHANGE done through the mount.
+func (t *nodeTable) exchanged(p1 *node, n1 string, p2 *node, n2 string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	a, b := t.byName[nameKey{p1, n1}], t.byName[nameKey{p2, n2}]
+	for _, n := range []*node{a, b} {
+		if n != nil {
+			t.setWhereLocked(n, nil, "")
+		}
+	}
+	if a != nil {
+		t.setWhereLocked(a, p2, n2)
+	}
+	if b != nil {
+		t.setWhereLocked(b, p1, n1)
+	}
+}
+
+// removed records that name in parent is gone.
+func (t *nodeTable) removed(parent *node, name string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n := t.byName[nameKey{parent, name}]; n != nil {
+		t.setWhereLocked(n, nil, "")
+	}
+}
+
+// child returns the node last seen as name in parent, if any.
+func (t *nodeTable) child(parent *node, name string) *node {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.byName[nameKey{parent, name}]
+}
+
+func (t *nodeTable) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.byID)
+}

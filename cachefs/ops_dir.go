@@ -1,0 +1,139 @@
+package cachefs
+
+import (
+	"github.com/cachefs/cachefs/upstream"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// Directory reading. One host round trip fetches up to dirBatch entries
+// (with attributes, for readdirplus); what does not fit the kernel's
+// buffer waits in the handle for the next call at that offset.
+
+const dirBatch = 1024
+
+// dirBuf holds entries fetched but not yet given to the kernel.
+type dirBuf struct {
+	ents  []upstream.Dirent
+	start uint64 // offset at which ents[0] starts
+	plus  bool
+	eof   bool // no entries follow ents
+	epoch uint64
+}
+
+func (fs *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	return fs.call(func(epoch uint64) error {
+		n, up, err := fs.nodeUp(in.NodeId, epoch)
+		if err != nil {
+			return err
+		}
+		var resp upstream.OpenResp
+		if err := fs.rpc(upstream.OpOpendir, &upstream.NodeReq{Node: up}, &resp); err != nil {
+			return err
+		}
+		out.Fh = fs.handles.add(&handle{node: n, dir: true, up: resp.Handle, epoch: epoch})
+		return nil
+	})
+}
+
+func (fs *FS) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	return fs.readDir(in, out, false)
+}
+
+func (fs *FS) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	return fs.readDir(in, out, true)
+}
+
+func (fs *FS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.Status {
+	h := fs.handles.get(in.Fh)
+	if h == nil {
+		return fuse.EBADF
+	}
+	h.mu.Lock()
+	buf := h.buf
+	h.buf = nil
+	h.mu.Unlock()
+	if buf == nil || buf.start != in.Offset || buf.plus != plus || buf.epoch != fs.up.Epoch() {
+		fs.dropDirBuf(buf)
+		var st fuse.Status
+		if buf, st = fs.fetchDir(h, in.Offset, plus); !st.Ok() {
+			return st
+		}
+	}
+	rest := fs.fillDir(h.node, buf, out)
+	h.mu.Lock()
+	h.buf = rest
+	h.mu.Unlock()
+	return fuse.OK
+}
+
+func (fs *FS) fetchDir(h *handle, off uint64, plus bool) (*dirBuf, fuse.Status) {
+	var buf *dirBuf
+	st := fs.withHandle(h.id, func(_ *handle, up uint64) error {
+		var resp upstream.ReaddirResp
+		err := fs.rpc(upstream.OpReaddir, &upstream.ReaddirReq{Handle: up, Offset: off, Max: dirBatch, Plus: plus}, &resp)
+		buf = &dirBuf{ents: resp.Entries, start: off, plus: plus, eof: resp.EOF, epoch: fs.up.Epoch()}
+		return err
+	})
+	return buf, st
+}
+
+// fillDir gives the kernel what fits of buf and returns the rest, or nil.
+func (fs *FS) fillDir(dir *node, buf *dirBuf, out *fuse.DirEntryList) *dirBuf {
+	for i, e := range buf.ents {
+		de := fuse.DirEntry{Name: e.Name, Mode: e.Mode, Ino: e.Ino, Off: e.Off}
+		if !buf.plus {
+			if !out.AddDirEntry(de) {
+				return buf.rest(i)
+			}
+			continue
+		}
+		eo := out.AddDirLookupEntry(de)
+		if eo == nil {
+			return buf.rest(i)
+		}
+		if e.Entry.Node != 0 {
+			fs.entered(dir, e.Name, &e.Entry, buf.epoch, eo)
+		}
+	}
+	if buf.eof {
+		return buf.rest(len(buf.ents)) // answers the final call locally
+	}
+	return nil
+}
+
+// rest returns buf from entry i on.
+func (b *dirBuf) rest(i int) *dirBuf {
+	r := *b
+	if i > 0 {
+		r.start = b.ents[i-1].Off
+	}
+	r.ents = b.ents[i:]
+	return &r
+}
+
+// dropDirBuf returns the host references of entries never given to the
+// kernel.
+func (fs *FS) dropDirBuf(b *dirBuf) {
+	if b == nil || !b.plus {
+		return
+	}
+	for _, e := range b.ents {
+		if e.Entry.Node != 0 {
+			fs.forgets.add(e.Entry.Node, b.epoch, 1)
+		}
+	}
+}
+
+func (fs *FS) ReleaseDir(in *fuse.ReleaseIn) {
+	if h := fs.handles.get(in.Fh); h != nil {
+		h.mu.Lock()
+		fs.dropDirBuf(h.buf)
+		h.buf = nil
+		h.mu.Unlock()
+	}
+	fs.release(in.Fh, upstream.OpReleasedir)
+}
+
+func (fs *FS) FsyncDir(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
+	return fs.Fsync(cancel, in)
+}

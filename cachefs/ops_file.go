@@ -1,0 +1,141 @@
+package cachefs
+
+import (
+	"syscall"
+
+	"github.com/cachefs/cachefs/upstream"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// File operations. Data goes through to the host; the kernel's page
+// cache keeps file data across opens only where the mode allows.
+
+// reopenFlags are the flags to open an already open file again with.
+func reopenFlags(flags uint32) uint32 {
+	return flags &^ (syscall.O_TRUNC | syscall.O_CREAT | syscall.O_EXCL)
+}
+
+// openFlags are the FOPEN_ flags for a file of node n.
+func (fs *FS) openFlags(n *node) uint32 {
+	return 0
+}
+
+func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	return fs.call(func(epoch uint64) error {
+		n, up, err := fs.nodeUp(in.NodeId, epoch)
+		if err != nil {
+			return err
+		}
+		var resp upstream.OpenResp
+		if err := fs.rpc(upstream.OpOpen, &upstream.OpenReq{Node: up, Flags: in.Flags}, &resp); err != nil {
+			return err
+		}
+		out.Fh = fs.handles.add(&handle{node: n, flags: in.Flags, up: resp.Handle, epoch: epoch})
+		out.OpenFlags = fs.openFlags(n)
+		return nil
+	})
+}
+
+func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+	return fs.call(func(epoch uint64) error {
+		parent, pup, err := fs.nodeUp(in.NodeId, epoch)
+		if err != nil {
+			return err
+		}
+		req := &upstream.CreateReq{Parent: pup, Name: name, Flags: in.Flags, Mode: in.Mode, Caller: caller(&in.InHeader)}
+		var resp upstream.CreateResp
+		if err := fs.rpc(upstream.OpCreate, req, &resp); err != nil {
+			return err
+		}
+		n := fs.entered(parent, name, &resp.Entry, epoch, &out.EntryOut)
+		out.Fh = fs.handles.add(&handle{node: n, flags: in.Flags, up: resp.Handle, epoch: epoch})
+		out.OpenFlags = fs.openFlags(n)
+		return nil
+	})
+}
+
+func (fs *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
+	var data []byte
+	st := fs.withHandle(in.Fh, func(_ *handle, up uint64) error {
+		var resp upstream.DataResp
+		err := fs.rpc(upstream.OpRead, &upstream.ReadReq{Handle: up, Offset: int64(in.Offset), Size: in.Size}, &resp)
+		data = resp.Data
+		return err
+	})
+	return fuse.ReadResultData(data), st
+}
+
+func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
+	var written uint32
+	st := fs.withHandle(in.Fh, func(_ *handle, up uint64) error {
+		req := &upstream.WriteReq{Handle: up, Offset: int64(in.Offset), Data: data}
+		if in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0 {
+			req.Flags |= upstream.WriteKillSuidgid
+		}
+		var resp upstream.WriteResp
+		err := fs.rpc(upstream.OpWrite, req, &resp)
+		written = resp.Written
+		return err
+	})
+	return written, st
+}
+
+// Flush is called at each close(2). Data was written through already, so
+// only locks need the host: POSIX locks of the closing owner end.
+func (fs *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
+	h := fs.handles.get(in.Fh)
+	if h == nil {
+		return fuse.EBADF
+	}
+	h.mu.Lock()
+	locked := h.locked
+	h.mu.Unlock()
+	if !locked {
+		return fuse.OK
+	}
+	return fs.withHandle(in.Fh, func(_ *handle, up uint64) error {
+		req := &upstream.LockReq{Handle: up, Owner: in.LockOwner,
+			Lock: upstream.Lock{Start: 0, End: ^uint64(0), Type: syscall.F_UNLCK}}
+		return fs.rpc(upstream.OpSetlk, req, &upstream.Empty{})
+	})
+}
+
+func (fs *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
+	return fs.withHandle(in.Fh, func(_ *handle, up uint64) error {
+		return fs.rpc(upstream.OpFsync, &upstream.FsyncReq{Handle: up, Datasync: in.FsyncFlags&1 != 0}, &upstream.Empty{})
+	})
+}
+
+func (fs *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
+	fs.release(in.Fh, upstream.OpRelease)
+}
+
+// release drops a handle; the host is told unless its session is gone.
+func (fs *FS) release(fh uint64, op upstream.Op) {
+	h := fs.handles.remove(fh)
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	up, epoch := h.up, h.epoch
+	h.mu.Unlock()
+	if epoch == fs.up.Epoch() {
+		fs.rpc(op, &upstream.HandleReq{Handle: up}, &upstream.Empty{})
+	}
+}
+
+func (fs *FS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
+	return fs.withHandle(in.Fh, func(_ *handle, up uint64) error {
+		req := &upstream.FallocateReq{Handle: up, Mode: in.Mode, Offset: int64(in.Offset), Length: int64(in.Length)}
+		return fs.rpc(upstream.OpFallocate, req, &upstream.Empty{})
+	})
+}
+
+func (fs *FS) Lseek(cancel <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Status {
+	return fs.withHandle(in.Fh, func(_ *handle, up uint64) error {
+		var resp upstream.LseekResp
+		err := fs.rpc(upstream.OpLseek, &upstream.LseekReq{Handle: up, Offset: int64(in.Offset), Whence: in.Whence}, &resp)
+		out.Offset = uint64(resp.Offset)
+		return err
+	})
+}

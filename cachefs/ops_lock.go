@@ -1,0 +1,63 @@
+package cachefs
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/cachefs/cachefs/upstream"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// Advisory locks, POSIX and flock, are forwarded to the host so that
+// guest and host processes exclude each other.
+
+func lockReq(in *fuse.LkIn, up uint64, wait bool) *upstream.LockReq {
+	return &upstream.LockReq{Handle: up, Owner: in.Owner, Flock: in.LkFlags&fuse.FUSE_LK_FLOCK != 0, Wait: wait,
+		Lock: upstream.Lock{Start: in.Lk.Start, End: in.Lk.End, Type: in.Lk.Typ, Pid: in.Lk.Pid}}
+}
+
+func (fs *FS) GetLk(cancel <-chan struct{}, in *fuse.LkIn, out *fuse.LkOut) fuse.Status {
+	return fs.withHandle(in.Fh, func(_ *handle, up uint64) error {
+		var resp upstream.LockResp
+		if err := fs.rpc(upstream.OpGetlk, lockReq(in, up, false), &resp); err != nil {
+			return err
+		}
+		l := resp.Lock
+		out.Lk = fuse.FileLock{Start: l.Start, End: l.End, Typ: l.Type, Pid: l.Pid}
+		return nil
+	})
+}
+
+func (fs *FS) SetLk(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status {
+	return fs.setLk(cancel, in, false)
+}
+
+func (fs *FS) SetLkw(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status {
+	return fs.setLk(cancel, in, true)
+}
+
+// setLk forwards a lock request. A blocking one may wait as long as the
+// holder keeps its lock; an interrupt from the kernel abandons the wait.
+func (fs *FS) setLk(cancel <-chan struct{}, in *fuse.LkIn, wait bool) fuse.Status {
+	ctx := context.Background()
+	if wait {
+		var stop context.CancelFunc
+		ctx, stop = context.WithCancel(ctx)
+		defer stop()
+		go func() {
+			select {
+			case <-cancel:
+				stop()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	return fs.withHandle(in.Fh, func(h *handle, up uint64) error {
+		if in.Lk.Typ != syscall.F_UNLCK {
+			h.mu.Lock()
+			h.locked = true
+			h.mu.Unlock()
+		}
+		return fs.up.Call(ctx, upstream.OpSetlk, lockReq(in, up, wait), &upstream.Empty{})
+	})
+}

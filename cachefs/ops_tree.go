@@ -1,0 +1,108 @@
+package cachefs
+
+import (
+	"github.com/cachefs/cachefs/upstream"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// Operations that change the directory tree: forwarded to the host, the
+// guest's node table updated after the host agreed.
+
+// makeEntry sends a request that creates name in the directory nodeid
+// and fills the kernel's entry from the reply.
+func (fs *FS) makeEntry(nodeid uint64, name string, out *fuse.EntryOut, op upstream.Op, req func(pup uint64) any) fuse.Status {
+	return fs.call(func(epoch uint64) error {
+		parent, pup, err := fs.nodeUp(nodeid, epoch)
+		if err != nil {
+			return err
+		}
+		var resp upstream.EntryResp
+		if err := fs.rpc(op, req(pup), &resp); err != nil {
+			return err
+		}
+		fs.entered(parent, name, &resp.Entry, epoch, out)
+		return nil
+	})
+}
+
+func (fs *FS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
+	return fs.makeEntry(in.NodeId, name, out, upstream.OpMknod, func(pup uint64) any {
+		return &upstream.MknodReq{Parent: pup, Name: name, Mode: in.Mode, Rdev: in.Rdev, Caller: caller(&in.InHeader)}
+	})
+}
+
+func (fs *FS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
+	return fs.makeEntry(in.NodeId, name, out, upstream.OpMkdir, func(pup uint64) any {
+		return &upstream.MknodReq{Parent: pup, Name: name, Mode: in.Mode, Caller: caller(&in.InHeader)}
+	})
+}
+
+func (fs *FS) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
+	return fs.makeEntry(h.NodeId, name, out, upstream.OpSymlink, func(pup uint64) any {
+		return &upstream.SymlinkReq{Parent: pup, Name: name, Target: target, Caller: caller(h)}
+	})
+}
+
+func (fs *FS) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
+	return fs.call(func(epoch uint64) error {
+		_, up, err := fs.nodeUp(in.Oldnodeid, epoch)
+		if err != nil {
+			return err
+		}
+		parent, pup, err := fs.nodeUp(in.NodeId, epoch)
+		if err != nil {
+			return err
+		}
+		var resp upstream.EntryResp
+		if err := fs.rpc(upstream.OpLink, &upstream.LinkReq{Node: up, NewParent: pup, NewName: name}, &resp); err != nil {
+			return err
+		}
+		fs.entered(parent, name, &resp.Entry, epoch, out)
+		return nil
+	})
+}
+
+func (fs *FS) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	return fs.remove(h.NodeId, name, upstream.OpUnlink)
+}
+
+func (fs *FS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	return fs.remove(h.NodeId, name, upstream.OpRmdir)
+}
+
+func (fs *FS) remove(nodeid uint64, name string, op upstream.Op) fuse.Status {
+	return fs.call(func(epoch uint64) error {
+		parent, pup, err := fs.nodeUp(nodeid, epoch)
+		if err != nil {
+			return err
+		}
+		if err := fs.rpc(op, &upstream.UnlinkReq{Parent: pup, Name: name}, &upstream.Empty{}); err != nil {
+			return err
+		}
+		fs.nodes.removed(parent, name)
+		return nil
+	})
+}
+
+func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, name, newName string) fuse.Status {
+	return fs.call(func(epoch uint64) error {
+		parent, pup, err := fs.nodeUp(in.NodeId, epoch)
+		if err != nil {
+			return err
+		}
+		newParent, npup, err := fs.nodeUp(in.Newdir, epoch)
+		if err != nil {
+			return err
+		}
+		req := &upstream.RenameReq{Parent: pup, Name: name, NewParent: npup, NewName: newName, Flags: in.Flags}
+		if err := fs.rpc(upstream.OpRename, req, &upstream.Empty{}); err != nil {
+			return err
+		}
+		if in.Flags&upstream.RenameExchange != 0 {
+			fs.nodes.exchanged(parent, name, newParent, newName)
+		} else {
+			fs.nodes.moved(parent, name, newParent, newName)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,56 @@
+package cachefs
+
+import (
+	"github.com/cachefs/cachefs/upstream"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// Extended attributes are forwarded as they are.
+
+func (fs *FS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (uint32, fuse.Status) {
+	return fs.xattrGet(h.NodeId, upstream.OpGetxattr, attr, dest)
+}
+
+func (fs *FS) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
+	return fs.xattrGet(h.NodeId, upstream.OpListxattr, "", dest)
+}
+
+// xattrGet asks for a value or list into dest; an empty dest asks only
+// for the size.
+func (fs *FS) xattrGet(nodeid uint64, op upstream.Op, attr string, dest []byte) (uint32, fuse.Status) {
+	var size uint32
+	st := fs.call(func(epoch uint64) error {
+		_, up, err := fs.nodeUp(nodeid, epoch)
+		if err != nil {
+			return err
+		}
+		var resp upstream.XattrResp
+		if err := fs.rpc(op, &upstream.XattrReq{Node: up, Name: attr, Size: uint32(len(dest))}, &resp); err != nil {
+			return err
+		}
+		size = resp.Size
+		copy(dest, resp.Data)
+		return nil
+	})
+	return size, st
+}
+
+func (fs *FS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string, data []byte) fuse.Status {
+	return fs.call(func(epoch uint64) error {
+		_, up, err := fs.nodeUp(in.NodeId, epoch)
+		if err != nil {
+			return err
+		}
+		return fs.rpc(upstream.OpSetxattr, &upstream.SetxattrReq{Node: up, Name: attr, Data: data, Flags: in.Flags}, &upstream.Empty{})
+	})
+}
+
+func (fs *FS) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string) fuse.Status {
+	return fs.call(func(epoch uint64) error {
+		_, up, err := fs.nodeUp(h.NodeId, epoch)
+		if err != nil {
+			return err
+		}
+		return fs.rpc(upstream.OpRemovexattr, &upstream.XattrReq{Node: up, Name: attr}, &upstream.Empty{})
+	})
+}

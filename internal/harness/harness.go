@@ -1,0 +1,120 @@
+// Package harness runs both halves of cachefs in one process: a host
+// server on a unix socket and a guest mount of it. The local command,
+// the tests and the benchmarks use it.
+package harness
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/cachefs/cachefs/cachefs"
+	"github.com/cachefs/cachefs/consistency"
+	"github.com/cachefs/cachefs/upstream"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// Options configure an Env. The zero value of each field but Export and
+// Mountpoint is a working default.
+type Options struct {
+	Export     string // directory to export; required
+	Mountpoint string // where to mount; required
+	Socket     string // unix socket path; empty: a temporary one
+	Server     upstream.ServerOptions // Export is filled in
+	LinkDelay  time.Duration
+	Policy     *consistency.Policy
+	Debug      bool
+	Logf       func(format string, args ...any)
+}
+
+// Env is a running server, client and mount.
+type Env struct {
+	Server   *upstream.Server
+	Listener net.Listener
+	Client   *upstream.Client
+	FS       *cachefs.FS
+	Mount    *fuse.Server
+	Socket   string
+	tmp      string
+}
+
+// Launch starts a server, connects a client and mounts.
+func Launch(o Options) (*Env, error) {
+	e := &Env{Socket: o.Socket}
+	if e.Socket == "" {
+		dir, err := os.MkdirTemp("", "cachefs-sock")
+		if err != nil {
+			return nil, err
+		}
+		e.tmp = dir
+		e.Socket = filepath.Join(dir, "s")
+	}
+	if err := e.start(o); err != nil {
+		e.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *Env) start(o Options) error {
+	so := o.Server
+	so.Export = o.Export
+	if so.Logf == nil {
+		so.Logf = o.Logf
+	}
+	srv, err := upstream.NewServer(so)
+	if err != nil {
+		return err
+	}
+	e.Server = srv
+	if e.Listener, err = upstream.Listen("unix://" + e.Socket); err != nil {
+		return err
+	}
+	go srv.Serve(e.Listener)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	e.Client, err = upstream.NewClient(ctx, upstream.ClientOptions{Addr: "unix://" + e.Socket,
+		LinkDelay: o.LinkDelay, Logf: o.Logf})
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	e.FS = cachefs.New(cachefs.Options{Client: e.Client, Policy: o.Policy, Logf: o.Logf})
+	e.Mount, err = cachefs.Mount(e.FS, o.Mountpoint, cachefs.MountOptions{Debug: o.Debug})
+	return err
+}
+
+// Close unmounts and stops everything.
+func (e *Env) Close() error {
+	var err error
+	if e.Mount != nil {
+		err = unmount(e.Mount)
+	}
+	if e.Client != nil {
+		e.Client.Close()
+	}
+	if e.Listener != nil {
+		e.Listener.Close()
+	}
+	if e.Server != nil {
+		e.Server.Close()
+	}
+	if e.tmp != "" {
+		os.RemoveAll(e.tmp)
+	}
+	return err
+}
+
+// unmount retries while the mount is busy for a moment after use.
+func unmount(s *fuse.Server) error {
+	var err error
+	for i := 0; i < 50; i++ {
+		if err = s.Unmount(); err == nil {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return err
+}

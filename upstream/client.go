@@ -1,0 +1,276 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// ClientOptions configure a guest's connection to the host server. The
+// zero value of each field but Addr is a working default.
+type ClientOptions struct {
+	// Addr is the server's address (see transport.go). Required unless
+	// Dial is set.
+	Addr string
+	// Dial overrides how connections are made.
+	Dial func(ctx context.Context) (net.Conn, error)
+	// LinkDelay adds this one-way delay to every message (DelayConn).
+	LinkDelay time.Duration
+	// Timeout bounds the wait for one reply on a live connection, except
+	// for blocking lock requests. Zero: 2 minutes.
+	Timeout time.Duration
+	// Reconnect bounds how long a request waits for the connection to
+	// come back before it fails with EIO. Zero: 30 seconds.
+	Reconnect time.Duration
+	// OnEvents receives host event batches, one call at a time, on a
+	// goroutine of its own: it may block without delaying replies.
+	OnEvents func(*EventBatch)
+	// OnSession is called after a reconnect with whether the server
+	// resumed the session; if not, node ids and handles are void.
+	OnSession func(resumed bool, root Entry)
+	// Logf logs connection events. Nil: log.Printf.
+	Logf func(format string, args ...any)
+}
+
+// ErrSessionLost reports a request whose node ids or handles belong to a
+// session the server no longer has.
+var ErrSessionLost = errors.New("cachefs: host session lost")
+
+// Client is a guest's multiplexed connection to the host server. Calls
+// may be made concurrently; each waits for its own reply.
+type Client struct {
+	opts   ClientOptions // immutable after NewClient
+	Stats  *Stats        // immutable pointer
+	events *eventQueue   // immutable pointer
+
+	mu       sync.Mutex // protects the following
+	cur      *clientConn
+	up       chan struct{} // closed when cur is usable
+	session  uint64
+	epoch    uint64 // counts sessions; bumps when a session is not resumed
+	hello    HelloResp
+	closed   bool
+	redialer bool // a reconnect loop is running
+
+	nextID atomic.Uint64
+}
+
+// NewClient connects and performs the handshake.
+func NewClient(ctx context.Context, opts ClientOptions) (*Client, error) {
+	if opts.Timeout == 0 {
+		opts.Timeout = 2 * time.Minute
+	}
+	if opts.Reconnect == 0 {
+		opts.Reconnect = 30 * time.Second
+	}
+	if opts.Logf == nil {
+		opts.Logf = log.Printf
+	}
+	c := &Client{opts: opts, Stats: newStats(), up: make(chan struct{})}
+	c.events = newEventQueue(opts.OnEvents)
+	if err := c.connect(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Hello returns the server's handshake answer of the current session.
+func (c *Client) Hello() HelloResp {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hello
+}
+
+// Epoch identifies the current host session; node ids from another
+// epoch are void.
+func (c *Client) Epoch() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.epoch
+}
+
+func (c *Client) dial(ctx context.Context) (net.Conn, error) {
+	var conn net.Conn
+	var err error
+	if c.opts.Dial != nil {
+		conn, err = c.opts.Dial(ctx)
+	} else {
+		conn, err = Dial(ctx, c.opts.Addr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return DelayConn(conn, c.opts.LinkDelay), nil
+}
+
+// connect dials and shakes hands, installing the new connection.
+func (c *Client) connect(ctx context.Context) error {
+	conn, err := c.dial(ctx)
+	if err != nil {
+		return err
+	}
+	cc := newClientConn(c, conn)
+	c.mu.Lock()
+	req := HelloReq{Magic: Magic, Version: Version, Features: AllFeatures, Session: c.session}
+	c.mu.Unlock()
+	var resp HelloResp
+	if err := cc.roundTrip(ctx, OpHello, c.nextID.Add(1), &req, &resp); err != nil {
+		conn.Close()
+		return fmt.Errorf("handshake with %s: %w", c.opts.Addr, err)
+	}
+	c.install(cc, &resp)
+	return nil
+}
+
+func (c *Client) install(cc *clientConn, resp *HelloResp) {
+	c.mu.Lock()
+	if !resp.Resumed {
+		c.epoch++
+	}
+	first := c.cur == nil
+	c.cur, c.session, c.hello = cc, resp.Session, *resp
+	close(c.up)
+	c.mu.Unlock()
+	if !first && c.opts.OnSession != nil {
+		c.opts.OnSession(resp.Resumed, resp.Root)
+	}
+}
+
+// lost is called once per connection when it fails; it starts the
+// reconnect loop.
+func (c *Client) lost(cc *clientConn, err error) {
+	c.mu.Lock()
+	if c.cur != cc || c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.cur = nil
+	c.up = make(chan struct{})
+	start := !c.redialer
+	c.redialer = true
+	c.mu.Unlock()
+	c.opts.Logf("cachefs: connection to host lost: %v; reconnecting", err)
+	if start {
+		go c.redial()
+	}
+}
+
+func (c *Client) redial() {
+	backoff := 10 * time.Millisecond
+	for {
+		c.mu.Lock()
+		closed := c.closed
+		c.mu.Unlock()
+		if closed {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := c.connect(ctx)
+		cancel()
+		if err == nil {
+			c.mu.Lock()
+			c.redialer = false
+			c.mu.Unlock()
+			c.opts.Logf("cachefs: reconnected to host")
+			return
+		}
+		time.Sleep(backoff)
+		backoff = min(backoff*2, time.Second)
+	}
+}
+
+// conn waits for a usable connection, up to the Reconnect bound.
+func (c *Client) conn(ctx context.Context) (*clientConn, uint64, error) {
+	c.mu.Lock()
+	cc, up, epoch, closed := c.cur, c.up, c.epoch, c.closed
+	c.mu.Unlock()
+	if closed {
+		return nil, 0, syscall.ENOTCONN
+	}
+	if cc != nil {
+		return cc, epoch, nil
+	}
+	t := time.NewTimer(c.opts.Reconnect)
+	defer t.Stop()
+	select {
+	case <-up:
+		return c.conn(ctx)
+	case <-t.C:
+		return nil, 0, syscall.EIO
+	case <-ctx.Done():
+		return nil, 0, syscall.EINTR
+	}
+}
+
+// Call sends req for op and decodes the reply into resp. It returns nil,
+// a syscall.Errno from the host, or an error of the link mapped to an
+// errno by ToErrno. Idempotent requests are retried across reconnects
+// to a resumed session.
+func (c *Client) Call(ctx context.Context, op Op, req, resp any) error {
+	start := time.Now()
+	c.Stats.begin()
+	err := c.call(ctx, op, req, resp)
+	c.Stats.end(op, time.Since(start))
+	return err
+}
+
+func (c *Client) call(ctx context.Context, op Op, req, resp any) error {
+	cc, epoch, err := c.conn(ctx)
+	for attempt := 0; ; attempt++ {
+		if err != nil {
+			return err
+		}
+		err = cc.roundTrip(ctx, op, c.nextID.Add(1), req, resp)
+		if !errors.Is(err, errConnLost) {
+			return err
+		}
+		if !idempotent(op) || attempt >= 3 {
+			return syscall.EIO
+		}
+		var now uint64
+		if cc, now, err = c.conn(ctx); err == nil && now != epoch {
+			return ErrSessionLost
+		}
+	}
+}
+
+// Close ends the connection for good.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	cc := c.cur
+	c.mu.Unlock()
+	c.events.close()
+	if cc != nil {
+		cc.close(errors.New("client closed"))
+	}
+	return nil
+}
+
+// Drop closes the current connection as if the link failed; the client
+// reconnects. For tests and fault injection.
+func (c *Client) Drop() {
+	c.mu.Lock()
+	cc := c.cur
+	c.mu.Unlock()
+	if cc != nil {
+		cc.conn.Close()
+	}
+}
+
+// idempotent ops may be sent again when their reply was lost.
+func idempotent(op Op) bool {
+	switch op {
+	case OpPing, OpLookup, OpGetattr, OpReadlink, OpRead, OpWrite, OpFlush, OpFsync,
+		OpReaddir, OpStatfs, OpGetxattr, OpListxattr, OpLseek, OpGetlk, OpSetattr,
+		OpOpen, OpOpendir, OpRelease, OpReleasedir, OpFallocate:
+		return true
+	}
+	return false
+}

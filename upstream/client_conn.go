@@ -1,0 +1,165 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// errConnLost reports a request whose connection failed before a reply.
+var errConnLost = errors.New("cachefs: connection lost")
+
+// clientConn is one connection of a Client. A reader goroutine routes
+// replies to waiting calls by id and queues events without blocking.
+type clientConn struct {
+	c    *Client  // immutable
+	conn net.Conn // immutable
+
+	wmu sync.Mutex // serializes writes of frames
+	buf []byte     // wmu protects buf
+
+	mu      sync.Mutex // protects the following
+	pending map[uint64]chan reply
+	err     error // set once the connection failed
+}
+
+type reply struct {
+	h       Header
+	payload []byte
+	err     error
+}
+
+func newClientConn(c *Client, conn net.Conn) *clientConn {
+	cc := &clientConn{c: c, conn: conn, pending: map[uint64]chan reply{}}
+	go cc.readLoop()
+	return cc
+}
+
+func (cc *clientConn) roundTrip(ctx context.Context, op Op, id uint64, req, resp any) error {
+	ch := make(chan reply, 1)
+	cc.mu.Lock()
+	if cc.err != nil {
+		cc.mu.Unlock()
+		return errConnLost
+	}
+	cc.pending[id] = ch
+	cc.mu.Unlock()
+	if err := cc.send(Header{Kind: KindRequest, Op: op, ID: id}, req); err != nil {
+		cc.close(err)
+	}
+	r, err := cc.wait(ctx, op, id, ch)
+	if err != nil {
+		return err
+	}
+	if r.err != nil {
+		return r.err
+	}
+	if r.h.Errno != 0 {
+		return syscall.Errno(r.h.Errno)
+	}
+	if err := Unmarshal(r.payload, resp); err != nil {
+		cc.close(err)
+		return syscall.EPROTO
+	}
+	return nil
+}
+
+func (cc *clientConn) wait(ctx context.Context, op Op, id uint64, ch chan reply) (reply, error) {
+	var timeout <-chan time.Time
+	if op != OpSetlk {
+		t := time.NewTimer(cc.c.opts.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case r := <-ch:
+		return r, nil
+	case <-timeout:
+		cc.forget(id)
+		return reply{}, syscall.ETIMEDOUT
+	case <-ctx.Done():
+		cc.forget(id)
+		return reply{}, syscall.EINTR
+	}
+}
+
+func (cc *clientConn) forget(id uint64) {
+	cc.mu.Lock()
+	delete(cc.pending, id)
+	cc.mu.Unlock()
+}
+
+func (cc *clientConn) send(h Header, msg any) error {
+	cc.wmu.Lock()
+	defer cc.wmu.Unlock()
+	cc.buf = appendFrame(cc.buf[:0], h, msg)
+	_, err := cc.conn.Write(cc.buf)
+	if cap(cc.buf) > 256<<10 {
+		cc.buf = nil
+	}
+	cc.c.Stats.sent.Add(1)
+	return err
+}
+
+func (cc *clientConn) readLoop() {
+	fr := newFrameReader(cc.conn, MaxFrame)
+	for {
+		h, payload, err := fr.next()
+		if err != nil {
+			cc.close(err)
+			return
+		}
+		if err := cc.dispatch(h, payload); err != nil {
+			cc.close(err)
+			return
+		}
+	}
+}
+
+func (cc *clientConn) dispatch(h Header, payload []byte) error {
+	cc.c.Stats.received.Add(1)
+	switch h.Kind {
+	case KindReply:
+		cc.mu.Lock()
+		ch := cc.pending[h.ID]
+		delete(cc.pending, h.ID)
+		cc.mu.Unlock()
+		if ch != nil {
+			ch <- reply{h: h, payload: payload}
+		}
+		return nil
+	case KindEvent:
+		var b EventBatch
+		if err := Unmarshal(payload, &b); err != nil {
+			return protoErrorf("event: %v", err)
+		}
+		cc.c.events.push(&b)
+		return nil
+	case KindError:
+		var m ErrorMsg
+		Unmarshal(payload, &m)
+		return &ProtocolError{Msg: "host: " + m.Text}
+	}
+	return protoErrorf("unexpected frame kind %d", h.Kind)
+}
+
+// close fails the connection and every call waiting on it.
+func (cc *clientConn) close(err error) {
+	cc.mu.Lock()
+	if cc.err != nil {
+		cc.mu.Unlock()
+		return
+	}
+	cc.err = err
+	pending := cc.pending
+	cc.pending = nil
+	cc.mu.Unlock()
+	cc.conn.Close()
+	for _, ch := range pending {
+		ch <- reply{err: errConnLost}
+	}
+	cc.c.lost(cc, err)
+}

@@ -1,0 +1,399 @@
+package upstream
+
+// This file is the wire API: op ids, frame kinds and message types.
+// It holds no logic. The encoding of each message is defined by codec.go
+// from the field order below; changing a field's order or type is a
+// protocol version change.
+
+// Version is the protocol version spoken by this build.
+const Version = 1
+
+// Magic opens every handshake.
+const Magic = "CACHEFS1"
+
+// MaxFrame bounds a frame's payload. Larger frames are a protocol error.
+const MaxFrame = 4 << 20
+
+// MaxIO is the largest read or write payload; it fits in a frame.
+const MaxIO = 1 << 20
+
+// Kind is a frame's kind.
+type Kind uint8
+
+const (
+	KindRequest Kind = 1 // guest to host, answered by one KindReply
+	KindReply   Kind = 2 // host to guest, answers a request by id
+	KindEvent   Kind = 3 // host to guest, unsolicited; never answered
+	KindError   Kind = 4 // either way: fatal protocol error text, then close
+)
+
+// Op identifies a request type.
+type Op uint16
+
+const (
+	OpHello Op = iota + 1
+	OpPing
+	OpLookup
+	OpForget
+	OpGetattr
+	OpSetattr
+	OpReadlink
+	OpMknod
+	OpMkdir
+	OpSymlink
+	OpLink
+	OpUnlink
+	OpRmdir
+	OpRename
+	OpOpen
+	OpCreate
+	OpRead
+	OpWrite
+	OpFlush
+	OpFsync
+	OpRelease
+	OpOpendir
+	OpReaddir
+	OpReleasedir
+	OpStatfs
+	OpGetxattr
+	OpListxattr
+	OpSetxattr
+	OpRemovexattr
+	OpFallocate
+	OpLseek
+	OpGetlk
+	OpSetlk
+	OpAccess
+	opCount
+)
+
+// Feature bits negotiated at the handshake.
+const (
+	FeatReaddirPlus uint64 = 1 << iota // Readdir may return attributes
+	FeatEvents                         // host pushes events
+	FeatResume                         // sessions survive reconnects
+)
+
+// AllFeatures is what this build supports.
+const AllFeatures = FeatReaddirPlus | FeatEvents | FeatResume
+
+// RootID is the node id of the export root in every session.
+const RootID = 1
+
+// Header precedes each frame's payload on the wire, after a uint32
+// length that counts the header and payload.
+type Header struct {
+	Kind  Kind
+	Op    Op
+	ID    uint64
+	Errno uint32 // replies only; 0 means success
+}
+
+// HeaderSize is the encoded size of Header.
+const HeaderSize = 1 + 2 + 8 + 4
+
+// Caller is the guest process on whose behalf a request is made.
+type Caller struct {
+	Uid, Gid, Pid uint32
+}
+
+// Attr is a file's attributes as the host sees them (after ownership
+// overrides).
+type Attr struct {
+	Ino     uint64
+	Size    uint64
+	Blocks  uint64
+	Atime   int64 // nanoseconds since the epoch
+	Mtime   int64
+	Ctime   int64
+	Mode    uint32 // type and permission bits, as st_mode
+	Nlink   uint32
+	Uid     uint32
+	Gid     uint32
+	Rdev    uint32
+	Blksize uint32
+}
+
+// Entry names a node the host has looked up. Each Entry returned counts
+// one reference on the host, dropped by Forget.
+type Entry struct {
+	Node uint64
+	Attr Attr
+}
+
+type HelloReq struct {
+	Magic    string
+	Version  uint32
+	Features uint64
+	Session  uint64 // nonzero: resume this session
+}
+
+type HelloResp struct {
+	Version  uint32
+	Features uint64
+	Session  uint64
+	Resumed  bool
+	Root     Entry
+	MaxFrame uint32
+	ReadOnly bool
+}
+
+type Empty struct{}
+
+type NodeReq struct {
+	Node uint64
+}
+
+type LookupReq struct {
+	Parent uint64
+	Name   string
+}
+
+type ForgetReq struct {
+	Items []ForgetItem
+}
+
+type ForgetItem struct {
+	Node  uint64
+	Count uint64
+}
+
+// Setattr valid bits.
+const (
+	SetMode  uint32 = 1 << iota
+	SetUid
+	SetGid
+	SetSize
+	SetAtime
+	SetMtime
+	SetAtimeNow
+	SetMtimeNow
+	SetKillSuidgid
+)
+
+type SetattrReq struct {
+	Node   uint64
+	Handle uint64 // nonzero: use this open file
+	Valid  uint32
+	Mode   uint32
+	Uid    uint32
+	Gid    uint32
+	Size   uint64
+	Atime  int64
+	Mtime  int64
+}
+
+type AttrResp struct {
+	Attr Attr
+}
+
+type ReadlinkResp struct {
+	Target string
+}
+
+type MknodReq struct {
+	Parent uint64
+	Name   string
+	Mode   uint32
+	Rdev   uint32
+	Caller Caller
+}
+
+type SymlinkReq struct {
+	Parent uint64
+	Name   string
+	Target string
+	Caller Caller
+}
+
+type LinkReq struct {
+	Node      uint64
+	NewParent uint64
+	NewName   string
+}
+
+type EntryResp struct {
+	Entry Entry
+}
+
+type UnlinkReq struct {
+	Parent uint64
+	Name   string
+}
+
+// Rename flags, as renameat2.
+const (
+	RenameNoReplace uint32 = 1
+	RenameExchange  uint32 = 2
+)
+
+type RenameReq struct {
+	Parent    uint64
+	Name      string
+	NewParent uint64
+	NewName   string
+	Flags     uint32
+}
+
+type OpenReq struct {
+	Node  uint64
+	Flags uint32 // open(2) flags
+}
+
+type OpenResp struct {
+	Handle uint64
+}
+
+type CreateReq struct {
+	Parent uint64
+	Name   string
+	Flags  uint32
+	Mode   uint32
+	Caller Caller
+}
+
+type CreateResp struct {
+	Entry  Entry
+	Handle uint64
+}
+
+type ReadReq struct {
+	Handle uint64
+	Offset int64
+	Size   uint32
+}
+
+type DataResp struct {
+	Data []byte
+}
+
+// Write flags.
+const WriteKillSuidgid uint32 = 1
+
+type WriteReq struct {
+	Handle uint64
+	Offset int64
+	Flags  uint32
+	Data   []byte
+}
+
+type WriteResp struct {
+	Written uint32
+}
+
+type HandleReq struct {
+	Handle uint64
+}
+
+type FsyncReq struct {
+	Handle   uint64
+	Datasync bool
+}
+
+type ReaddirReq struct {
+	Handle uint64
+	Offset uint64
+	Max    uint32 // entries
+	Plus   bool   // fill Entry for each name but "." and ".."
+}
+
+type Dirent struct {
+	Name  string
+	Off   uint64 // offset of the next entry
+	Ino   uint64
+	Mode  uint32 // type bits only, unless Plus
+	Entry Entry  // Node is 0 unless Plus
+}
+
+type ReaddirResp struct {
+	Entries []Dirent
+	EOF     bool
+}
+
+type StatfsResp struct {
+	Blocks, Bfree, Bavail, Files, Ffree uint64
+	Bsize, NameLen, Frsize               uint32
+}
+
+type XattrReq struct {
+	Node uint64
+	Name string
+	Size uint32 // 0: ask for the size only
+}
+
+type XattrResp struct {
+	Size uint32
+	Data []byte
+}
+
+type SetxattrReq struct {
+	Node  uint64
+	Name  string
+	Data  []byte
+	Flags uint32
+}
+
+type FallocateReq struct {
+	Handle uint64
+	Mode   uint32
+	Offset int64
+	Length int64
+}
+
+type LseekReq struct {
+	Handle uint64
+	Offset int64
+	Whence uint32
+}
+
+type LseekResp struct {
+	Offset int64
+}
+
+// Lock types, as F_RDLCK, F_WRLCK, F_UNLCK.
+type Lock struct {
+	Start, End uint64 // End is inclusive; ^uint64(0) is EOF
+	Type       uint32
+	Pid        uint32
+}
+
+type LockReq struct {
+	Handle uint64
+	Owner  uint64
+	Lock   Lock
+	Flock  bool // BSD flock semantics rather than POSIX
+	Wait   bool
+}
+
+type LockResp struct {
+	Lock Lock
+}
+
+type AccessReq struct {
+	Node   uint64
+	Mask   uint32
+	Caller Caller
+}
+
+// Events, host to guest, in KindEvent frames with Op EvInvalidate.
+const EvInvalidate Op = 1
+
+type EventBatch struct {
+	Seq    uint64
+	Events []Event
+}
+
+// Event kinds.
+const (
+	EvAttr    uint8 = 1 // Node's attributes or data changed
+	EvEntry   uint8 = 2 // Name in Parent was added, removed or replaced
+	EvSubtree uint8 = 3 // everything under Node may have changed (overflow)
+)
+
+type Event struct {
+	Kind   uint8
+	Node   uint64
+	Parent uint64
+	Name   string
+}

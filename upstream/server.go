@@ -1,0 +1,221 @@
+package upstream
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"math/rand/v2"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ServerOptions configure a host export server. The zero value of each
+// field is a working default.
+type ServerOptions struct {
+	// Export is the directory to export. Required.
+	Export string
+	// ReadOnly refuses every change with EROFS.
+	ReadOnly bool
+	// MaxFDs bounds the fds the server keeps open for nodes and open
+	// files. Zero: half the soft RLIMIT_NOFILE, at least 16.
+	MaxFDs int
+	// SessionGrace is how long a session's nodes and open files outlive
+	// a dropped connection, waiting for the guest to resume. Zero: 5m.
+	SessionGrace time.Duration
+	// OwnerXattrs keeps ownership set by the guest in an xattr on the host
+	// file instead of chown. Nil: on when the server is not root.
+	OwnerXattrs *bool
+	// NoFileHandles disables name_to_handle_at inode identity.
+	NoFileHandles bool
+	// Logf logs unexpected errors. Nil: log.Printf.
+	Logf func(format string, args ...any)
+}
+
+// Server exports a directory to guests.
+type Server struct {
+	opts       ServerOptions // immutable after NewServer
+	rootFD     int           // immutable: O_PATH fd of the export root
+	rootRef    *fdRef        // immutable: never released
+	rootStat   unix.Stat_t   // immutable
+	ownerXattr bool          // immutable
+	rootMount  int           // immutable: mount id of the export root
+	fds        *fdCache
+	useHandles atomic.Bool
+	requests   atomic.Uint64
+
+	mu       sync.Mutex // protects sessions and conns
+	sessions map[uint64]*session
+	conns    map[*serverConn]bool
+	closed   bool
+}
+
+// NewServer opens the export root and returns a server for it. It sets
+// the process umask to 0: the guest kernel has applied the caller's
+// umask already and it must not be applied twice.
+func NewServer(opts ServerOptions) (*Server, error) {
+	fd, err := unix.Open(opts.Export, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("export %s: %w", opts.Export, err)
+	}
+	s := &Server{opts: opts, rootFD: fd, sessions: map[uint64]*session{}, conns: map[*serverConn]bool{}}
+	if err := unix.Fstat(fd, &s.rootStat); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	s.rootRef = &fdRef{fd: fd}
+	s.rootRef.refs.Store(1 << 30)
+	s.ownerXattr = os.Geteuid() != 0
+	if opts.OwnerXattrs != nil {
+		s.ownerXattr = *opts.OwnerXattrs
+	}
+	if s.opts.Logf == nil {
+		s.opts.Logf = log.Printf
+	}
+	if s.opts.SessionGrace == 0 {
+		s.opts.SessionGrace = 5 * time.Minute
+	}
+	s.fds = newFDCache(maxFDs(opts.MaxFDs))
+	s.useHandles.Store(!opts.NoFileHandles && s.probeHandles())
+	syscall.Umask(0)
+	return s, nil
+}
+
+func maxFDs(n int) int {
+	if n > 0 {
+		return n
+	}
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil {
+		n = int(rl.Cur / 2)
+	}
+	return max(n, 16)
+}
+
+// probeHandles reports whether file handles work for this export and
+// this process (open_by_handle_at needs CAP_DAC_READ_SEARCH).
+func (s *Server) probeHandles() bool {
+	h, mnt, err := unix.NameToHandleAt(s.rootFD, "", unix.AT_EMPTY_PATH)
+	if err != nil {
+		return false
+	}
+	s.rootMount = mnt
+	fd, err := unix.OpenByHandleAt(s.rootFD, h, unix.O_PATH|unix.O_CLOEXEC)
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
+}
+
+// Serve accepts connections on l until l is closed or the server is.
+func (s *Server) Serve(l net.Listener) error {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		go s.ServeConn(c)
+	}
+}
+
+// ServeConn serves one guest connection until it closes.
+func (s *Server) ServeConn(c net.Conn) {
+	sc := &serverConn{srv: s, conn: c, fr: newFrameReader(c, MaxFrame)}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		c.Close()
+		return
+	}
+	s.conns[sc] = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, sc)
+		s.mu.Unlock()
+	}()
+	sc.serve()
+}
+
+// Close closes every connection and session and the export root.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	conns := s.conns
+	s.conns = map[*serverConn]bool{}
+	sessions := s.sessions
+	s.sessions = map[uint64]*session{}
+	s.mu.Unlock()
+	for sc := range conns {
+		sc.conn.Close()
+	}
+	for _, ss := range sessions {
+		ss.close()
+	}
+	return nil
+}
+
+// Stats are counters of the server.
+type ServerStats struct {
+	Requests  uint64
+	Sessions  int
+	Nodes     int
+	CachedFDs int
+	OpenedFDs uint64
+	Evictions uint64
+}
+
+func (s *Server) Stats() ServerStats {
+	st := ServerStats{Requests: s.requests.Load(), CachedFDs: s.fds.len(),
+		OpenedFDs: s.fds.opened.Load(), Evictions: s.fds.evicted.Load()}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st.Sessions = len(s.sessions)
+	for _, ss := range s.sessions {
+		st.Nodes += ss.nodes.len()
+	}
+	return st
+}
+
+// attach returns the session to use for a hello: the one it resumes if
+// that still exists, else a new one.
+func (s *Server) attach(req *HelloReq) (*session, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ss := s.sessions[req.Session]; ss != nil && req.Session != 0 {
+		ss.attached()
+		return ss, true
+	}
+	id := rand.Uint64() | 1
+	ss := newSession(s, id)
+	s.sessions[id] = ss
+	return ss, false
+}
+
+// detached starts the grace period of a session whose connection ended.
+func (s *Server) detached(ss *session) {
+	gen := ss.detached()
+	time.AfterFunc(s.opts.SessionGrace, func() {
+		if !ss.expired(gen) {
+			return
+		}
+		s.mu.Lock()
+		if s.sessions[ss.id] == ss {
+			delete(s.sessions, ss.id)
+		}
+		s.mu.Unlock()
+		ss.close()
+	})
+}
+
+var _ io.Closer = (*Server)(nil)

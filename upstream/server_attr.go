@@ -1,0 +1,89 @@
+package upstream
+
+import (
+	"golang.org/x/sys/unix"
+)
+
+func (ss *session) setattr(req *SetattrReq, resp *AttrResp) error {
+	if err := ss.writable(); err != nil {
+		return err
+	}
+	return ss.withNode(req.Node, func(n *node, fd int) error {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return err
+		}
+		if err := ss.applySetattr(req, n, fd, &st); err != nil {
+			return err
+		}
+		if err := unix.Fstat(fd, &st); err != nil {
+			return err
+		}
+		resp.Attr = ss.attrOf(fd, &st)
+		return nil
+	})
+}
+
+func (ss *session) applySetattr(req *SetattrReq, n *node, fd int, st *unix.Stat_t) error {
+	if req.Valid&SetSize != 0 {
+		if err := ss.truncate(req, fd); err != nil {
+			return err
+		}
+	}
+	if req.Valid&(SetUid|SetGid) != 0 {
+		uid, gid := ^uint32(0), ^uint32(0)
+		if req.Valid&SetUid != 0 {
+			uid = req.Uid
+		}
+		if req.Valid&SetGid != 0 {
+			gid = req.Gid
+		}
+		if err := ss.setOwner(fd, st, uid, gid); err != nil {
+			return err
+		}
+	}
+	mode, setMode := req.Mode, req.Valid&SetMode != 0
+	if req.Valid&SetKillSuidgid != 0 && st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
+		if !setMode {
+			mode = st.Mode
+		}
+		mode, setMode = mode&^(unix.S_ISUID|unix.S_ISGID), true
+	}
+	if setMode && n.fmt != unix.S_IFLNK {
+		if err := unix.Fchmodat(unix.AT_FDCWD, procPath(fd), mode&07777, 0); err != nil {
+			return err
+		}
+	}
+	return ss.setTimes(req, n, fd)
+}
+
+func (ss *session) truncate(req *SetattrReq, fd int) error {
+	if req.Handle != 0 {
+		return ss.withFile(req.Handle, func(_ *openFile, hfd int) error {
+			return unix.Ftruncate(hfd, int64(req.Size))
+		})
+	}
+	return unix.Truncate(procPath(fd), int64(req.Size))
+}
+
+func (ss *session) setTimes(req *SetattrReq, n *node, fd int) error {
+	if req.Valid&(SetAtime|SetMtime|SetAtimeNow|SetMtimeNow) == 0 {
+		return nil
+	}
+	ts := []unix.Timespec{timeArg(req.Valid, SetAtime, SetAtimeNow, req.Atime),
+		timeArg(req.Valid, SetMtime, SetMtimeNow, req.Mtime)}
+	if n.fmt == unix.S_IFLNK {
+		return unix.UtimesNanoAt(fd, "", ts, unix.AT_EMPTY_PATH)
+	}
+	return unix.UtimesNanoAt(unix.AT_FDCWD, procPath(fd), ts, 0)
+}
+
+func timeArg(valid, set, now uint32, ns int64) unix.Timespec {
+	switch {
+	case valid&now != 0:
+		return unix.Timespec{Nsec: unix.UTIME_NOW}
+	case valid&set != 0:
+		return unix.NsecToTimespec(ns)
+	}
+	return unix.Timespec{Nsec: unix.UTIME_OMIT}
+}

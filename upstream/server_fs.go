@@ -1,0 +1,176 @@
+package upstream
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// ownerXattr holds "uid:gid" set by the guest when the server may not
+// chown (ServerOptions.OwnerXattrs).
+const ownerXattr = "user.cachefs.owner"
+
+// nodeFD returns an O_PATH fd for n with a reference held.
+func (ss *session) nodeFD(n *node) (*fdRef, error) {
+	if n == ss.root {
+		return ss.srv.rootRef, nil
+	}
+	if r := ss.srv.fds.get(n); r != nil {
+		return r, nil
+	}
+	fd, err := ss.openNode(n)
+	if err != nil {
+		return nil, err
+	}
+	return ss.srv.fds.add(n, fd), nil
+}
+
+// openNode opens n by file handle, or else through its parent and name,
+// checking that the name still holds the same inode.
+func (ss *session) openNode(n *node) (int, error) {
+	if n.handle != nil && ss.srv.useHandles.Load() {
+		fd, err := unix.OpenByHandleAt(ss.srv.rootFD, *n.handle, unix.O_PATH|unix.O_CLOEXEC)
+		if err == nil {
+			return fd, nil
+		}
+		if errors.Is(err, unix.ESTALE) {
+			return -1, unix.ESTALE
+		}
+	}
+	parent, name := ss.nodes.where(n)
+	if parent == nil {
+		return -1, unix.ESTALE
+	}
+	pr, err := ss.nodeFD(parent)
+	if err != nil {
+		return -1, err
+	}
+	defer pr.release()
+	fd, err := unix.Openat(pr.fd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if err == unix.ENOENT {
+			err = unix.ESTALE
+		}
+		return -1, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Dev != n.dev || st.Ino != n.ino {
+		unix.Close(fd)
+		return -1, unix.ESTALE
+	}
+	return fd, nil
+}
+
+// fileFD returns the fd of an open file with a reference held,
+// reopening it if it was evicted.
+func (ss *session) fileFD(f *openFile) (*fdRef, error) {
+	if r := ss.srv.fds.get(f); r != nil {
+		return r, nil
+	}
+	nr, err := ss.nodeFD(f.node)
+	if err != nil {
+		return nil, err
+	}
+	defer nr.release()
+	fd, err := unix.Open(procPath(nr.fd), f.flags|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	return ss.srv.fds.add(f, fd), nil
+}
+
+// statNode returns n's attributes.
+func (ss *session) statNode(n *node) (Attr, error) {
+	r, err := ss.nodeFD(n)
+	if err != nil {
+		return Attr{}, err
+	}
+	defer r.release()
+	var st unix.Stat_t
+	if err := unix.Fstat(r.fd, &st); err != nil {
+		return Attr{}, err
+	}
+	return ss.attrOf(r.fd, &st), nil
+}
+
+// attrOf converts a stat, applying ownership kept in xattrs. fd is an
+// O_PATH fd of the file, or -1 when unknown.
+func (ss *session) attrOf(fd int, st *unix.Stat_t) Attr {
+	a := Attr{Ino: st.Ino, Size: uint64(st.Size), Blocks: uint64(st.Blocks),
+		Atime: unix.TimespecToNsec(st.Atim), Mtime: unix.TimespecToNsec(st.Mtim),
+		Ctime: unix.TimespecToNsec(st.Ctim), Mode: st.Mode, Nlink: uint32(st.Nlink),
+		Uid: st.Uid, Gid: st.Gid, Rdev: uint32(st.Rdev), Blksize: uint32(st.Blksize)}
+	if ss.srv.ownerXattr && fd >= 0 && st.Mode&unix.S_IFMT != unix.S_IFLNK {
+		a.Uid, a.Gid = ss.readOwner(fd, a.Uid, a.Gid)
+	}
+	return a
+}
+
+func (ss *session) readOwner(fd int, uid, gid uint32) (uint32, uint32) {
+	var buf [32]byte
+	n, err := unix.Getxattr(procPath(fd), ownerXattr, buf[:])
+	if err != nil {
+		return uid, gid
+	}
+	u, g, ok := strings.Cut(string(buf[:n]), ":")
+	uu, err1 := strconv.ParseUint(u, 10, 32)
+	gg, err2 := strconv.ParseUint(g, 10, 32)
+	if !ok || err1 != nil || err2 != nil {
+		return uid, gid
+	}
+	return uint32(uu), uint32(gg)
+}
+
+// setOwner changes ownership, by chown or in the owner xattr. uid or gid
+// of ^0 leaves that one unchanged.
+func (ss *session) setOwner(fd int, st *unix.Stat_t, uid, gid uint32) error {
+	if !ss.srv.ownerXattr {
+		return unix.Fchownat(fd, "", int(int32(uid)), int(int32(gid)), unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW)
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return nil // no user xattrs on symlinks; they keep the server's owner
+	}
+	cu, cg := ss.readOwner(fd, st.Uid, st.Gid)
+	if uid == ^uint32(0) {
+		uid = cu
+	}
+	if gid == ^uint32(0) {
+		gid = cg
+	}
+	v := strconv.FormatUint(uint64(uid), 10) + ":" + strconv.FormatUint(uint64(gid), 10)
+	return unix.Setxattr(procPath(fd), ownerXattr, []byte(v), 0)
+}
+
+// lookupIn finds name in parent and returns its entry, taking a guest
+// reference on the node.
+func (ss *session) lookupIn(parent *node, pfd int, name string) (Entry, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return Entry{}, err
+	}
+	return ss.entryFor(parent, pfd, name, &st)
+}
+
+func (ss *session) entryFor(parent *node, pfd int, name string, st *unix.Stat_t) (Entry, error) {
+	var h *unix.FileHandle
+	if ss.srv.useHandles.Load() {
+		if fh, mnt, err := unix.NameToHandleAt(pfd, name, 0); err == nil && sameMount(ss.srv, mnt) {
+			h = &fh
+		}
+	}
+	n := ss.nodes.ref(parent, name, st, h)
+	a := ss.attrOf(-1, st)
+	if ss.srv.ownerXattr && st.Mode&unix.S_IFMT != unix.S_IFLNK {
+		if r, err := ss.nodeFD(n); err == nil {
+			a.Uid, a.Gid = ss.readOwner(r.fd, a.Uid, a.Gid)
+			r.release()
+		}
+	}
+	return Entry{Node: n.id, Attr: a}, nil
+}
+
+// sameMount reports whether a handle's mount id is the export root's,
+// the only mount open_by_handle_at is given.
+func sameMount(s *Server, mnt int) bool { return s.rootMount == mnt }

@@ -1,0 +1,135 @@
+package upstream
+
+import (
+	"golang.org/x/sys/unix"
+)
+
+// Open flags never passed to the host open: the guest kernel handled
+// creation and terminal semantics; O_DIRECT alignment is the host's.
+const stripOpenFlags = unix.O_CREAT | unix.O_EXCL | unix.O_NOCTTY | unix.O_NOFOLLOW | unix.O_DIRECT
+
+const writeFlags = unix.O_WRONLY | unix.O_RDWR | unix.O_TRUNC | unix.O_APPEND
+
+func (ss *session) open(req *OpenReq, resp *OpenResp) error {
+	flags := int(req.Flags) &^ stripOpenFlags
+	if flags&writeFlags != 0 {
+		if err := ss.writable(); err != nil {
+			return err
+		}
+	}
+	return ss.withNode(req.Node, func(n *node, fd int) error {
+		if n.fmt != unix.S_IFREG {
+			return unix.EINVAL
+		}
+		hfd, err := unix.Open(procPath(fd), flags|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		resp.Handle = ss.newFile(n, hfd, flags, false)
+		return nil
+	})
+}
+
+// newFile registers an open fd as a handle; the fd joins the cache and
+// reopens without O_TRUNC if evicted.
+func (ss *session) newFile(n *node, fd, flags int, dir bool) uint64 {
+	f := &openFile{node: n, flags: flags &^ unix.O_TRUNC, dir: dir}
+	ss.srv.fds.add(f, fd).release()
+	return ss.addHandle(f)
+}
+
+func (ss *session) create(req *CreateReq, resp *CreateResp) error {
+	if err := ss.writable(); err != nil {
+		return err
+	}
+	flags := int(req.Flags)&^stripOpenFlags | unix.O_CREAT | unix.O_NOFOLLOW
+	if req.Flags&unix.O_EXCL != 0 {
+		flags |= unix.O_EXCL
+	}
+	return ss.withDirName(req.Parent, req.Name, func(dir *node, dfd int) error {
+		hfd, err := unix.Openat(dfd, req.Name, flags|unix.O_CLOEXEC, req.Mode&07777)
+		if err != nil {
+			return err
+		}
+		e, err := ss.created(dir, dfd, req.Name, req.Caller)
+		if err != nil {
+			unix.Close(hfd)
+			return err
+		}
+		n, _ := ss.nodes.get(e.Node)
+		resp.Entry = e
+		resp.Handle = ss.newFile(n, hfd, flags&^(unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW), false)
+		return nil
+	})
+}
+
+func (ss *session) read(req *ReadReq, resp *DataResp) error {
+	if req.Size > MaxIO {
+		return unix.EINVAL
+	}
+	return ss.withFile(req.Handle, func(_ *openFile, fd int) error {
+		buf := make([]byte, req.Size)
+		n, err := unix.Pread(fd, buf, req.Offset)
+		resp.Data = buf[:max(n, 0)]
+		return err
+	})
+}
+
+func (ss *session) write(req *WriteReq, resp *WriteResp) error {
+	if err := ss.writable(); err != nil {
+		return err
+	}
+	return ss.withFile(req.Handle, func(f *openFile, fd int) error {
+		if req.Flags&WriteKillSuidgid != 0 {
+			if err := killSuidgid(fd); err != nil {
+				return err
+			}
+		}
+		n, err := unix.Pwrite(fd, req.Data, req.Offset)
+		resp.Written = uint32(max(n, 0))
+		return err
+	})
+}
+
+// killSuidgid clears set-id bits as a write by an unprivileged guest
+// process must; the server may be privileged and keep them otherwise.
+func killSuidgid(fd int) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Mode&(unix.S_ISUID|unix.S_ISGID) == 0 {
+		return nil
+	}
+	return unix.Fchmod(fd, st.Mode&07777&^(unix.S_ISUID|unix.S_ISGID))
+}
+
+func (ss *session) fsync(req *FsyncReq, _ *Empty) error {
+	return ss.withFile(req.Handle, func(_ *openFile, fd int) error {
+		if req.Datasync {
+			return unix.Fdatasync(fd)
+		}
+		return unix.Fsync(fd)
+	})
+}
+
+func (ss *session) releaseOp(req *HandleReq, _ *Empty) error {
+	ss.release(req.Handle)
+	return nil
+}
+
+func (ss *session) fallocate(req *FallocateReq, _ *Empty) error {
+	if err := ss.writable(); err != nil {
+		return err
+	}
+	return ss.withFile(req.Handle, func(_ *openFile, fd int) error {
+		return unix.Fallocate(fd, req.Mode, req.Offset, req.Length)
+	})
+}
+
+func (ss *session) lseek(req *LseekReq, resp *LseekResp) error {
+	return ss.withFile(req.Handle, func(_ *openFile, fd int) (err error) {
+		resp.Offset, err = unix.Seek(fd, req.Offset, int(req.Whence))
+		return err
+	})
+}

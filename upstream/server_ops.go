@@ -1,0 +1,162 @@
+package upstream
+
+import (
+	"golang.org/x/sys/unix"
+)
+
+// handler decodes a request payload, performs it and returns the reply
+// message.
+type handler func(ss *session, payload []byte) (any, error)
+
+// handlers is the dispatch table, indexed by op. Ops without an entry
+// are unknown: a protocol error.
+var handlers [opCount]handler
+
+func handlerFor(op Op) handler {
+	if op >= opCount {
+		return nil
+	}
+	return handlers[op]
+}
+
+// on registers a typed handler for op.
+func on[Req, Resp any](op Op, f func(ss *session, req *Req, resp *Resp) error) {
+	handlers[op] = func(ss *session, payload []byte) (any, error) {
+		var req Req
+		if err := Unmarshal(payload, &req); err != nil {
+			return nil, protoErrorf("op %d: %v", op, err)
+		}
+		var resp Resp
+		if err := f(ss, &req, &resp); err != nil {
+			return nil, err
+		}
+		return &resp, nil
+	}
+}
+
+func init() {
+	on(OpPing, func(ss *session, _ *Empty, _ *Empty) error { return nil })
+	on(OpLookup, (*session).lookup)
+	on(OpForget, (*session).forget)
+	on(OpGetattr, (*session).getattr)
+	on(OpSetattr, (*session).setattr)
+	on(OpReadlink, (*session).readlink)
+	on(OpMknod, (*session).mknod)
+	on(OpMkdir, (*session).mkdir)
+	on(OpSymlink, (*session).symlink)
+	on(OpLink, (*session).link)
+	on(OpUnlink, (*session).unlink)
+	on(OpRmdir, (*session).rmdir)
+	on(OpRename, (*session).rename)
+	on(OpOpen, (*session).open)
+	on(OpCreate, (*session).create)
+	on(OpRead, (*session).read)
+	on(OpWrite, (*session).write)
+	on(OpFlush, func(ss *session, _ *HandleReq, _ *Empty) error { return nil })
+	on(OpFsync, (*session).fsync)
+	on(OpRelease, (*session).releaseOp)
+	on(OpOpendir, (*session).opendir)
+	on(OpReaddir, (*session).readdir)
+	on(OpReleasedir, (*session).releaseOp)
+	on(OpStatfs, (*session).statfs)
+	on(OpGetxattr, (*session).getxattr)
+	on(OpListxattr, (*session).listxattr)
+	on(OpSetxattr, (*session).setxattr)
+	on(OpRemovexattr, (*session).removexattr)
+	on(OpFallocate, (*session).fallocate)
+	on(OpLseek, (*session).lseek)
+	on(OpGetlk, (*session).getlk)
+	on(OpSetlk, (*session).setlk)
+}
+
+// withNode resolves a node id and an O_PATH fd for it, and runs f.
+func (ss *session) withNode(id uint64, f func(n *node, fd int) error) error {
+	n, err := ss.nodes.get(id)
+	if err != nil {
+		return err
+	}
+	r, err := ss.nodeFD(n)
+	if err != nil {
+		return err
+	}
+	defer r.release()
+	return f(n, r.fd)
+}
+
+// withDirName is withNode for a directory and a name in it.
+func (ss *session) withDirName(id uint64, name string, f func(dir *node, fd int) error) error {
+	if err := validName(name); err != nil {
+		return err
+	}
+	return ss.withNode(id, func(n *node, fd int) error {
+		if n.fmt != unix.S_IFDIR {
+			return unix.ENOTDIR
+		}
+		return f(n, fd)
+	})
+}
+
+// withFile resolves an open file handle and its fd, and runs f.
+func (ss *session) withFile(h uint64, f func(of *openFile, fd int) error) error {
+	of, err := ss.handle(h)
+	if err != nil {
+		return err
+	}
+	r, err := ss.fileFD(of)
+	if err != nil {
+		return err
+	}
+	defer r.release()
+	return f(of, r.fd)
+}
+
+func (ss *session) writable() error {
+	if ss.srv.opts.ReadOnly {
+		return unix.EROFS
+	}
+	return nil
+}
+
+func (ss *session) lookup(req *LookupReq, resp *EntryResp) error {
+	return ss.withDirName(req.Parent, req.Name, func(dir *node, fd int) (err error) {
+		resp.Entry, err = ss.lookupIn(dir, fd, req.Name)
+		return err
+	})
+}
+
+func (ss *session) forget(req *ForgetReq, _ *Empty) error {
+	for _, it := range req.Items {
+		if n := ss.nodes.forget(it.Node, it.Count); n != nil {
+			ss.srv.fds.remove(n)
+		}
+	}
+	return nil
+}
+
+func (ss *session) getattr(req *NodeReq, resp *AttrResp) (err error) {
+	n, err := ss.nodes.get(req.Node)
+	if err != nil {
+		return err
+	}
+	resp.Attr, err = ss.statNode(n)
+	return err
+}
+
+func (ss *session) readlink(req *NodeReq, resp *ReadlinkResp) error {
+	return ss.withNode(req.Node, func(n *node, fd int) error {
+		buf := make([]byte, unix.PathMax)
+		k, err := unix.Readlinkat(fd, "", buf)
+		resp.Target = string(buf[:max(k, 0)])
+		return err
+	})
+}
+
+func (ss *session) statfs(_ *Empty, resp *StatfsResp) error {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(ss.srv.rootFD, &st); err != nil {
+		return err
+	}
+	*resp = StatfsResp{Blocks: st.Blocks, Bfree: st.Bfree, Bavail: st.Bavail, Files: st.Files,
+		Ffree: st.Ffree, Bsize: uint32(st.Bsize), NameLen: uint32(st.Namelen), Frsize: uint32(st.Frsize)}
+	return nil
+}

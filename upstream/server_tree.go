@@ -1,0 +1,175 @@
+package upstream
+
+import (
+	"golang.org/x/sys/unix"
+)
+
+// Operations that change the directory tree. Each resolves its directory
+// node to an fd and works on single names beneath it, so nothing a guest
+// sends can reach outside the export.
+
+// created looks up a name just made in dir, hands it to the caller's
+// ownership and returns its entry.
+func (ss *session) created(dir *node, dfd int, name string, c Caller) (Entry, error) {
+	if err := ss.chownNew(dfd, name, c); err != nil {
+		return Entry{}, err
+	}
+	return ss.lookupIn(dir, dfd, name)
+}
+
+// chownNew gives a new file its creator's uid and gid (or the directory's
+// gid where it is setgid), as the guest kernel would have.
+func (ss *session) chownNew(dfd int, name string, c Caller) error {
+	var dst, st unix.Stat_t
+	if err := unix.Fstat(dfd, &dst); err != nil {
+		return err
+	}
+	gid := c.Gid
+	if dst.Mode&unix.S_ISGID != 0 {
+		gid = dst.Gid
+	}
+	fd, err := unix.Openat(dfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Uid == c.Uid && st.Gid == gid {
+		return nil
+	}
+	return ss.setOwner(fd, &st, c.Uid, gid)
+}
+
+func (ss *session) mknod(req *MknodReq, resp *EntryResp) error {
+	if err := ss.writable(); err != nil {
+		return err
+	}
+	return ss.withDirName(req.Parent, req.Name, func(dir *node, fd int) (err error) {
+		if err := unix.Mknodat(fd, req.Name, req.Mode, int(req.Rdev)); err != nil {
+			return err
+		}
+		resp.Entry, err = ss.created(dir, fd, req.Name, req.Caller)
+		return err
+	})
+}
+
+func (ss *session) mkdir(req *MknodReq, resp *EntryResp) error {
+	if err := ss.writable(); err != nil {
+		return err
+	}
+	return ss.withDirName(req.Parent, req.Name, func(dir *node, fd int) (err error) {
+		if err := unix.Mkdirat(fd, req.Name, req.Mode); err != nil {
+			return err
+		}
+		resp.Entry, err = ss.created(dir, fd, req.Name, req.Caller)
+		return err
+	})
+}
+
+func (ss *session) symlink(req *SymlinkReq, resp *EntryResp) error {
+	if err := ss.writable(); err != nil {
+		return err
+	}
+	return ss.withDirName(req.Parent, req.Name, func(dir *node, fd int) (err error) {
+		if err := unix.Symlinkat(req.Target, fd, req.Name); err != nil {
+			return err
+		}
+		resp.Entry, err = ss.created(dir, fd, req.Name, req.Caller)
+		return err
+	})
+}
+
+func (ss *session) link(req *LinkReq, resp *EntryResp) error {
+	if err := ss.writable(); err != nil {
+		return err
+	}
+	return ss.withNode(req.Node, func(n *node, nfd int) error {
+		if n.fmt == unix.S_IFDIR {
+			return unix.EPERM
+		}
+		return ss.withDirName(req.NewParent, req.NewName, func(dir *node, dfd int) (err error) {
+			if err := linkFD(nfd, n, dfd, req.NewName); err != nil {
+				return err
+			}
+			resp.Entry, err = ss.lookupIn(dir, dfd, req.NewName)
+			return err
+		})
+	})
+}
+
+// linkFD makes a new name for the inode behind an O_PATH fd. Through
+// /proc it needs no capability; a symlink is linked itself, not followed
+// past (linkat on an O_PATH symlink fd reaches the symlink inode).
+func linkFD(fd int, n *node, dfd int, name string) error {
+	if n.fmt == unix.S_IFLNK {
+		return unix.Linkat(fd, "", dfd, name, unix.AT_EMPTY_PATH)
+	}
+	return unix.Linkat(unix.AT_FDCWD, procPath(fd), dfd, name, unix.AT_SYMLINK_FOLLOW)
+}
+
+func (ss *session) unlink(req *UnlinkReq, _ *Empty) error {
+	return ss.remove(req, 0)
+}
+
+func (ss *session) rmdir(req *UnlinkReq, _ *Empty) error {
+	return ss.remove(req, unix.AT_REMOVEDIR)
+}
+
+func (ss *session) remove(req *UnlinkReq, flags int) error {
+	if err := ss.writable(); err != nil {
+		return err
+	}
+	return ss.withDirName(req.Parent, req.Name, func(dir *node, fd int) error {
+		victim := ss.victim(fd, req.Name)
+		if err := unix.Unlinkat(fd, req.Name, flags); err != nil {
+			return err
+		}
+		ss.unlinked(victim)
+		return nil
+	})
+}
+
+// victim returns the known node that name in dir holds, if any, before
+// an operation that may remove its last name.
+func (ss *session) victim(dfd int, name string) *node {
+	var st unix.Stat_t
+	if unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return nil
+	}
+	return ss.nodes.find(st.Dev, st.Ino)
+}
+
+// unlinked pins the open files of a node that may have lost its last
+// name, so their fds are not evicted beyond reopening.
+func (ss *session) unlinked(n *node) {
+	if n == nil || ss.nodes.addOpen(n, 0) == 0 {
+		return
+	}
+	ss.pinOpenFiles(n)
+}
+
+func (ss *session) rename(req *RenameReq, _ *Empty) error {
+	if err := ss.writable(); err != nil {
+		return err
+	}
+	return ss.withDirName(req.Parent, req.Name, func(odir *node, ofd int) error {
+		return ss.withDirName(req.NewParent, req.NewName, func(ndir *node, nfd int) error {
+			moving := ss.victim(ofd, req.Name)
+			replaced := ss.victim(nfd, req.NewName)
+			if err := unix.Renameat2(ofd, req.Name, nfd, req.NewName, uint(req.Flags)); err != nil {
+				return err
+			}
+			if moving != nil {
+				ss.nodes.moved(moving, ndir, req.NewName)
+			}
+			if replaced != nil && req.Flags&RenameExchange != 0 {
+				ss.nodes.moved(replaced, odir, req.Name)
+			} else {
+				ss.unlinked(replaced)
+			}
+			return nil
+		})
+	})
+}

@@ -1,0 +1,112 @@
+package upstream
+
+import (
+	"bytes"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Extended attributes go through /proc/self/fd paths, since the xattr
+// calls do not take O_PATH fds. Symlinks have no user xattrs on Linux;
+// their list is empty. The server's own owner xattr is hidden.
+
+func (ss *session) hidden(name string) bool {
+	return ss.srv.ownerXattr && strings.HasPrefix(name, "user.cachefs.")
+}
+
+func (ss *session) getxattr(req *XattrReq, resp *XattrResp) error {
+	if ss.hidden(req.Name) {
+		return unix.ENODATA
+	}
+	return ss.withNode(req.Node, func(n *node, fd int) error {
+		if n.fmt == unix.S_IFLNK {
+			return unix.ENODATA
+		}
+		return sizedCall(req.Size, resp, func(b []byte) (int, error) {
+			return unix.Getxattr(procPath(fd), req.Name, b)
+		})
+	})
+}
+
+func (ss *session) listxattr(req *XattrReq, resp *XattrResp) error {
+	return ss.withNode(req.Node, func(n *node, fd int) error {
+		if n.fmt == unix.S_IFLNK {
+			return nil
+		}
+		err := sizedCall(max(req.Size, 64<<10), resp, func(b []byte) (int, error) {
+			return unix.Listxattr(procPath(fd), b)
+		})
+		if err != nil {
+			return err
+		}
+		resp.Data = ss.filterList(resp.Data)
+		resp.Size = uint32(len(resp.Data))
+		if req.Size == 0 {
+			resp.Data = nil
+		} else if resp.Size > req.Size {
+			return unix.ERANGE
+		}
+		return nil
+	})
+}
+
+func (ss *session) filterList(list []byte) []byte {
+	var out []byte
+	for _, name := range bytes.Split(list, []byte{0}) {
+		if len(name) > 0 && !ss.hidden(string(name)) {
+			out = append(append(out, name...), 0)
+		}
+	}
+	return out
+}
+
+// sizedCall runs an xattr call with a buffer of size (0: ask the size).
+func sizedCall(size uint32, resp *XattrResp, f func([]byte) (int, error)) error {
+	if size > MaxIO {
+		size = MaxIO
+	}
+	var buf []byte
+	if size > 0 {
+		buf = make([]byte, size)
+	}
+	n, err := f(buf)
+	if err != nil {
+		return err
+	}
+	resp.Size = uint32(n)
+	if size > 0 {
+		resp.Data = buf[:n]
+	}
+	return nil
+}
+
+func (ss *session) setxattr(req *SetxattrReq, _ *Empty) error {
+	if err := ss.writable(); err != nil {
+		return err
+	}
+	if ss.hidden(req.Name) {
+		return unix.EPERM
+	}
+	return ss.withNode(req.Node, func(n *node, fd int) error {
+		if n.fmt == unix.S_IFLNK {
+			return unix.EPERM
+		}
+		return unix.Setxattr(procPath(fd), req.Name, req.Data, int(req.Flags))
+	})
+}
+
+func (ss *session) removexattr(req *XattrReq, _ *Empty) error {
+	if err := ss.writable(); err != nil {
+		return err
+	}
+	if ss.hidden(req.Name) {
+		return unix.ENODATA
+	}
+	return ss.withNode(req.Node, func(n *node, fd int) error {
+		if n.fmt == unix.S_IFLNK {
+			return unix.ENODATA
+		}
+		return unix.Removexattr(procPath(fd), req.Name)
+	})
+}
