@@ -1,0 +1,109 @@
+package cachefs
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/cachefs/cachefs/consistency"
+	"github.com/cachefs/cachefs/upstream"
+)
+
+// The control socket takes one JSON request per line and answers each
+// with one JSON line. It is how `cachefsd ctl` talks to a running guest
+// daemon.
+
+// CtlRequest is a control request.
+type CtlRequest struct {
+	Cmd  string // stats, ping, register, unregister, modes
+	Path string `json:",omitempty"`
+	Mode string `json:",omitempty"`
+	ID   uint64 `json:",omitempty"`
+}
+
+// CtlResponse answers a CtlRequest. Error is empty on success.
+type CtlResponse struct {
+	Error         string                     `json:",omitempty"`
+	Stats         *Stats                     `json:",omitempty"`
+	PingNs        int64                      `json:",omitempty"`
+	ID            uint64                     `json:",omitempty"`
+	Registrations []consistency.Registration `json:",omitempty"`
+}
+
+// ServeControl answers control requests on l until it is closed.
+func (fs *FS) ServeControl(l net.Listener) error {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		go fs.serveControlConn(c)
+	}
+}
+
+func (fs *FS) serveControlConn(c net.Conn) {
+	defer c.Close()
+	sc := bufio.NewScanner(c)
+	enc := json.NewEncoder(c)
+	for sc.Scan() {
+		var req CtlRequest
+		var resp CtlResponse
+		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
+			resp.Error = "bad request: " + err.Error()
+		} else if err := fs.control(&req, &resp); err != nil {
+			resp.Error = err.Error()
+		}
+		if enc.Encode(&resp) != nil {
+			return
+		}
+	}
+}
+
+func (fs *FS) control(req *CtlRequest, resp *CtlResponse) error {
+	switch req.Cmd {
+	case "stats":
+		st := fs.Stats()
+		resp.Stats = &st
+	case "ping":
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		start := time.Now()
+		if err := fs.up.Call(ctx, upstream.OpPing, &upstream.Empty{}, &upstream.Empty{}); err != nil {
+			return fmt.Errorf("ping: %w", err)
+		}
+		resp.PingNs = time.Since(start).Nanoseconds()
+	case "register":
+		m, err := consistency.ParseMode(req.Mode)
+		if err != nil {
+			return err
+		}
+		resp.ID = fs.Register(req.Path, m)
+	case "unregister":
+		return fs.Unregister(req.ID)
+	case "modes":
+		resp.Registrations = fs.policy.List()
+	default:
+		return fmt.Errorf("unknown command %q", req.Cmd)
+	}
+	return nil
+}
+
+// Register registers a subtree with a mode; see consistency.Policy.
+func (fs *FS) Register(path string, m consistency.Mode) uint64 {
+	return fs.policy.Register(path, m)
+}
+
+// Unregister drops a registration.
+func (fs *FS) Unregister(id uint64) error {
+	if _, _, ok := fs.policy.Unregister(id); !ok {
+		return fmt.Errorf("no registration %d", id)
+	}
+	return nil
+}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cachefs/cachefs/cachefs"
+)
+
+func ctl(args []string) error {
+	fl := flag.NewFlagSet("ctl", flag.ExitOnError)
+	sock := fl.String("socket", defaultCtlSocket(), "control socket path")
+	asJSON := fl.Bool("json", false, "print the raw JSON answer")
+	fl.Parse(args)
+	if fl.NArg() < 1 {
+		return fmt.Errorf("ctl needs a command: stats, ping, modes, register, unregister")
+	}
+	req, err := ctlRequest(fl.Args())
+	if err != nil {
+		return err
+	}
+	resp, err := ctlCall(*sock, req)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(os.Stdout).Encode(resp)
+	}
+	printCtl(req, resp)
+	return nil
+}
+
+func ctlRequest(args []string) (*cachefs.CtlRequest, error) {
+	req := &cachefs.CtlRequest{Cmd: args[0]}
+	switch args[0] {
+	case "register":
+		fl := flag.NewFlagSet("register", flag.ExitOnError)
+		mode := fl.String("mode", "", "consistent, cached or delegated")
+		fl.Parse(args[1:])
+		if fl.NArg() != 1 || *mode == "" {
+			return nil, fmt.Errorf("usage: ctl register --mode MODE PATH")
+		}
+		req.Mode, req.Path = *mode, fl.Arg(0)
+	case "unregister":
+		if len(args) != 2 {
+			return nil, fmt.Errorf("usage: ctl unregister ID")
+		}
+		id, err := strconv.ParseUint(args[1], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("bad id %q", args[1])
+		}
+		req.ID = id
+	}
+	return req, nil
+}
+
+// ctlCall sends one request to a daemon's control socket.
+func ctlCall(sock string, req *cachefs.CtlRequest) (*cachefs.CtlResponse, error) {
+	c, err := net.DialTimeout("unix", sock, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Minute))
+	if err := json.NewEncoder(c).Encode(req); err != nil {
+		return nil, err
+	}
+	var resp cachefs.CtlResponse
+	sc := bufio.NewScanner(c)
+	sc.Buffer(nil, 64<<20)
+	if !sc.Scan() {
+		return nil, fmt.Errorf("no answer from %s: %v", sock, sc.Err())
+	}
+	if err := json.Unmarshal(sc.Bytes(), &resp); err != nil {
+		return nil, err
+	}
+	if resp.Error != "" {
+		return nil, fmt.Errorf("%s", resp.Error)
+	}
+	return &resp, nil
+}
+
+func printCtl(req *cachefs.CtlRequest, resp *cachefs.CtlResponse) {
+	switch req.Cmd {
+	case "ping":
+		fmt.Printf("round trip %v\n", time.Duration(resp.PingNs))
+	case "register":
+		fmt.Println(resp.ID)
+	case "modes":
+		for _, r := range resp.Registrations {
+			fmt.Printf("%d\t%s\t/%s\t(refs %d)\n", r.ID, r.Mode, r.Path, r.Refs)
+		}
+	case "stats":
+		printStats(resp.Stats)
+	}
+}
+
+func printStats(st *cachefs.Stats) {
+	u := st.Upstream
+	fmt.Printf("messages sent %d, received %d; outstanding %d; nodes %d, handles %d\n",
+		u.Sent, u.Received, u.Outstanding, st.Nodes, st.Handles)
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "op\tcount\tp50\tp90\tp98\tp100\t")
+	for _, o := range u.Ops {
+		fmt.Fprintf(w, "%s\t%d\t%v\t%v\t%v\t%v\t\n", o.Op, o.Count, o.P50, o.P90, o.P98, o.P100)
+	}
+	w.Flush()
+}

@@ -1,0 +1,50 @@
+// Command cachefsd shares host directories with Linux guests.
+//
+//	cachefsd serve --export DIR --listen ADDR          host side
+//	cachefsd mount --upstream ADDR [flags] MOUNTPOINT  guest side
+//	cachefsd local --export DIR [flags] MOUNTPOINT     both in one process
+//	cachefsd ctl [--socket PATH] stats|ping|modes|register|unregister
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+const usage = `usage:
+  cachefsd serve --export DIR --listen ADDR [--read-only] [--max-fds N]
+  cachefsd mount --upstream ADDR [--link-delay D] [--default-mode MODE] [--ctl PATH] MOUNTPOINT
+  cachefsd local --export DIR [--link-delay D] [--default-mode MODE] [--ctl PATH] MOUNTPOINT
+  cachefsd ctl [--socket PATH] stats|ping|modes
+  cachefsd ctl [--socket PATH] register --mode MODE PATH
+  cachefsd ctl [--socket PATH] unregister ID
+
+ADDR is unix:///path, tcp://host:port, vsock://cid:port or hvsock:///path:port.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "serve":
+		err = serve(os.Args[2:])
+	case "mount":
+		err = mount(os.Args[2:])
+	case "local":
+		err = local(os.Args[2:])
+	case "ctl":
+		err = ctl(os.Args[2:])
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+		return
+	default:
+		err = fmt.Errorf("unknown command %q\n%s", os.Args[1], usage)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cachefsd:", err)
+		os.Exit(1)
+	}
+}

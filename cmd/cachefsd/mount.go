@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/cachefs/cachefs/cachefs"
+	"github.com/cachefs/cachefs/consistency"
+	"github.com/cachefs/cachefs/internal/harness"
+	"github.com/cachefs/cachefs/upstream"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// guestFlags are the flags of the guest side, shared by mount and local.
+type guestFlags struct {
+	linkDelay   time.Duration
+	defaultMode string
+	ctl         string
+	debug       bool
+}
+
+func (g *guestFlags) register(fl *flag.FlagSet) {
+	fl.DurationVar(&g.linkDelay, "link-delay", 0, "one-way delay added to each message (models a VM link, e.g. 50us)")
+	fl.StringVar(&g.defaultMode, "default-mode", "consistent", "mode of unregistered paths: consistent, cached or delegated")
+	fl.StringVar(&g.ctl, "ctl", defaultCtlSocket(), "control socket path")
+	fl.BoolVar(&g.debug, "debug", false, "log every FUSE request")
+}
+
+func (g *guestFlags) policy() (*consistency.Policy, error) {
+	m, err := consistency.ParseMode(g.defaultMode)
+	if err != nil {
+		return nil, err
+	}
+	return consistency.NewPolicy(m), nil
+}
+
+func defaultCtlSocket() string {
+	if os.Geteuid() == 0 {
+		return "/run/cachefsd.sock"
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("cachefsd-%d.sock", os.Getuid()))
+}
+
+func mount(args []string) error {
+	fl := flag.NewFlagSet("mount", flag.ExitOnError)
+	addr := fl.String("upstream", "", "host server address (required)")
+	var g guestFlags
+	g.register(fl)
+	fl.Parse(args)
+	if *addr == "" || fl.NArg() != 1 {
+		return fmt.Errorf("mount needs --upstream ADDR and a mountpoint")
+	}
+	pol, err := g.policy()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := upstream.NewClient(ctx, upstream.ClientOptions{Addr: *addr, LinkDelay: g.linkDelay})
+	if err != nil {
+		return err
+	}
+	fs := cachefs.New(cachefs.Options{Client: c, Policy: pol})
+	srv, err := cachefs.Mount(fs, fl.Arg(0), cachefs.MountOptions{Debug: g.debug, Name: *addr})
+	if err != nil {
+		return err
+	}
+	return runGuest(fs, srv, g.ctl, func() error { return srv.Unmount() })
+}
+
+func local(args []string) error {
+	fl := flag.NewFlagSet("local", flag.ExitOnError)
+	export := fl.String("export", "", "directory to export (required)")
+	var g guestFlags
+	g.register(fl)
+	fl.Parse(args)
+	if *export == "" || fl.NArg() != 1 {
+		return fmt.Errorf("local needs --export DIR and a mountpoint")
+	}
+	pol, err := g.policy()
+	if err != nil {
+		return err
+	}
+	env, err := harness.Launch(harness.Options{Export: *export, Mountpoint: fl.Arg(0),
+		LinkDelay: g.linkDelay, Policy: pol, Debug: g.debug, Logf: log.Printf})
+	if err != nil {
+		return err
+	}
+	log.Printf("cachefsd: %s mounted at %s", *export, fl.Arg(0))
+	return runGuest(env.FS, env.Mount, g.ctl, env.Close)
+}
+
+// runGuest serves the control socket and waits until the mount ends,
+// by a signal (which unmounts) or by an external umount.
+func runGuest(fs *cachefs.FS, srv *fuse.Server, ctlPath string, stop func() error) error {
+	l, err := upstream.Listen("unix://" + ctlPath)
+	if err != nil {
+		stop()
+		return fmt.Errorf("control socket: %w", err)
+	}
+	defer os.Remove(ctlPath)
+	defer l.Close()
+	go fs.ServeControl(l)
+	go stopOnSignal(func() {
+		if err := stop(); err != nil {
+			log.Printf("cachefsd: unmount: %v", err)
+		}
+	})
+	srv.Wait()
+	return nil
+}
+
+func stopOnSignal(stop func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	<-ch
+	stop()
+}
