@@ -30,11 +30,11 @@ type Options struct {
 type FS struct {
 	fuse.RawFileSystem
 
-	opts    Options            // immutable after New
-	up      *upstream.Client   // immutable
-	nodes   *nodeTable         // immutable pointer
-	handles *handleTable       // immutable pointer
-	forgets *forgetQueue       // immutable pointer
+	opts    Options             // immutable after New
+	up      *upstream.Client    // immutable
+	nodes   *nodeTable          // immutable pointer
+	handles *handleTable        // immutable pointer
+	forgets *forgetQueue        // immutable pointer
 	policy  *consistency.Policy // immutable pointer
 
 	mu     sync.Mutex // protects server

@@ -13,10 +13,10 @@ import (
 // them, else by (dev, ino) reached again through its parent and name,
 // and opens an O_PATH fd on demand through the session's fd cache.
 type node struct {
-	id     uint64 // immutable
-	dev    uint64 // immutable
-	ino    uint64 // immutable
-	fmt    uint32 // immutable: S_IFMT bits
+	id     uint64           // immutable
+	dev    uint64           // immutable
+	ino    uint64           // immutable
+	fmt    uint32           // immutable: S_IFMT bits
 	handle *unix.FileHandle // immutable; nil when handles are unavailable
 
 	// nodeTable.mu protects the following.

@@ -161,7 +161,7 @@ type ForgetItem struct {
 
 // Setattr valid bits.
 const (
-	SetMode  uint32 = 1 << iota
+	SetMode uint32 = 1 << iota
 	SetUid
 	SetGid
 	SetSize
@@ -313,7 +313,7 @@ type ReaddirResp struct {
 
 type StatfsResp struct {
 	Blocks, Bfree, Bavail, Files, Ffree uint64
-	Bsize, NameLen, Frsize               uint32
+	Bsize, NameLen, Frsize              uint32
 }
 
 type XattrReq struct {

@@ -154,4 +154,3 @@ func (sc *serverConn) write(frame []byte) error {
 func (sc *serverConn) SendEvents(b *EventBatch) error {
 	return sc.write(appendFrame(nil, Header{Kind: KindEvent, Op: EvInvalidate}, b))
 }
-

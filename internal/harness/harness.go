@@ -20,9 +20,9 @@ import (
 // Options configure an Env. The zero value of each field but Export and
 // Mountpoint is a working default.
 type Options struct {
-	Export     string // directory to export; required
-	Mountpoint string // where to mount; required
-	Socket     string // unix socket path; empty: a temporary one
+	Export     string                 // directory to export; required
+	Mountpoint string                 // where to mount; required
+	Socket     string                 // unix socket path; empty: a temporary one
 	Server     upstream.ServerOptions // Export is filled in
 	LinkDelay  time.Duration
 	Policy     *consistency.Policy
