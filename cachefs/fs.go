@@ -20,6 +20,11 @@ type Options struct {
 	Client *upstream.Client
 	// Policy maps paths to consistency modes. Nil: consistent everywhere.
 	Policy *consistency.Policy
+	// CacheTTL bounds how long cached metadata and data are trusted
+	// without news from the host, in modes that cache. Zero: 30s.
+	CacheTTL time.Duration
+	// CacheLimits bound the metadata cache's memory.
+	CacheLimits CacheLimits
 	// Logf logs unexpected errors. Nil: log.Printf.
 	Logf func(format string, args ...any)
 }
@@ -36,6 +41,8 @@ type FS struct {
 	handles *handleTable        // immutable pointer
 	forgets *forgetQueue        // immutable pointer
 	policy  *consistency.Policy // immutable pointer
+	cache   *metaCache          // immutable pointer
+	ttl     time.Duration       // immutable
 
 	mu     sync.Mutex // protects server
 	server *fuse.Server
@@ -53,7 +60,12 @@ func New(opts Options) *FS {
 	fs := &FS{RawFileSystem: fuse.NewDefaultRawFileSystem(), opts: opts, up: opts.Client,
 		nodes: newNodeTable(h.Root.Node, opts.Client.Epoch()), handles: newHandleTable(),
 		policy: opts.Policy}
+	if opts.CacheTTL == 0 {
+		opts.CacheTTL = 30 * time.Second
+	}
+	fs.ttl = opts.CacheTTL
 	fs.forgets = newForgetQueue(fs)
+	fs.cache = newMetaCache(fs.ttl, opts.CacheLimits, fs.unpin)
 	return fs
 }
 
@@ -144,13 +156,19 @@ type Stats struct {
 	Upstream upstream.Snapshot
 	Nodes    int
 	Handles  int
+	Cache    CacheStats
 }
 
 func (fs *FS) Stats() Stats {
-	return Stats{Upstream: fs.up.Stats.Snapshot(), Nodes: fs.nodes.len(), Handles: fs.handles.len()}
+	return Stats{Upstream: fs.up.Stats.Snapshot(), Nodes: fs.nodes.len(), Handles: fs.handles.len(),
+		Cache: fs.cache.Stats()}
 }
 
 // Destroy stops background work.
 func (fs *FS) OnUnmount() { fs.forgets.close() }
 
-var _ = time.Second
+// unpin drops a cached name's hold on n, forgetting it upstream when
+// nothing holds it any more.
+func (fs *FS) unpin(n *node) {
+	fs.forgets.add(fs.nodes.unpin(n))
+}

@@ -17,8 +17,10 @@ type handle struct {
 	mu     sync.Mutex // protects the following
 	up     uint64
 	epoch  uint64
-	locked bool    // advisory locks were taken through it
-	buf    *dirBuf // directories: entries fetched ahead
+	locked bool     // advisory locks were taken through it
+	buf    *dirBuf  // directories: entries fetched ahead
+	snap   *dirSnap // directories served from the cache: the listing
+	fill   *dirFill // directories being read whole: the listing so far
 }
 
 type handleTable struct {

@@ -16,7 +16,17 @@ type node struct {
 	name    string
 	mode    uint32 // S_IFMT bits
 	lookups uint64 // kernel references (nlookup)
+	pins    uint64 // cached names that hold the node
 	upRefs  uint64 // host references taken in epoch
+
+	// noCaps: the guest created the file and set no security.capability
+	// on it since, so the kernel's check before each write is answered
+	// locally.
+	noCaps bool
+
+	// mode cache: the subtree's mode as of policy generation modeGen.
+	modeGen uint64
+	cmode   uint8
 }
 
 type upKey struct{ epoch, up uint64 }
@@ -35,6 +45,13 @@ type nodeTable struct {
 	// byName indexes nodes by where they were last seen.
 	byName map[nameKey]*node
 	next   uint64
+	moves  uint64 // renames seen; paths of nodes may have changed
+}
+
+func (t *nodeTable) renames() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.moves
 }
 
 const rootID = 1 // FUSE_ROOT_ID
@@ -70,6 +87,16 @@ func (t *nodeTable) where(n *node) (*node, string) {
 // add records a host entry found as name in parent, which the kernel is
 // about to be given: one kernel lookup and one host reference.
 func (t *nodeTable) add(parent *node, name string, up, epoch uint64, mode uint32) *node {
+	return t.addRefs(parent, name, up, epoch, mode, 1, 0)
+}
+
+// adopt records a host entry that only the cache holds: one pin and one
+// host reference.
+func (t *nodeTable) adopt(parent *node, name string, up, epoch uint64, mode uint32) *node {
+	return t.addRefs(parent, name, up, epoch, mode, 0, 1)
+}
+
+func (t *nodeTable) addRefs(parent *node, name string, up, epoch uint64, mode uint32, lookups, pins uint64) *node {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	k := upKey{epoch, up}
@@ -80,10 +107,40 @@ func (t *nodeTable) add(parent *node, name string, up, epoch uint64, mode uint32
 		t.byID[n.id] = n
 		t.byUp[k] = n
 	}
-	n.lookups++
+	n.lookups += lookups
+	n.pins += pins
 	n.upRefs++
 	t.setWhereLocked(n, parent, name)
 	return n
+}
+
+// kernelRef records that the kernel is given n, found in the cache as
+// name in parent: one kernel lookup, no host reference.
+func (t *nodeTable) kernelRef(n, parent *node, name string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byID[n.id] != n { // cannot happen while the cache pins n
+		t.byID[n.id] = n
+	}
+	n.lookups++
+	t.setWhereLocked(n, parent, name)
+}
+
+// pin records one more cached name holding n.
+func (t *nodeTable) pin(n *node) {
+	t.mu.Lock()
+	n.pins++
+	t.mu.Unlock()
+}
+
+// unpin drops a cached name's hold on n; see forget for the result.
+func (t *nodeTable) unpin(n *node) (up, epoch, refs uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n.pins > 0 {
+		n.pins--
+	}
+	return t.dropLocked(n)
 }
 
 // setWhereLocked records that n is name in parent (nil parent: nowhere).
@@ -123,11 +180,17 @@ func (t *nodeTable) forget(id, count uint64) (up, epoch, refs uint64) {
 	if n == nil || id == rootID {
 		return 0, 0, 0
 	}
-	if count < n.lookups {
-		n.lookups -= count
+	n.lookups -= min(count, n.lookups)
+	return t.dropLocked(n)
+}
+
+// dropLocked removes n once neither the kernel nor the cache holds it,
+// returning its host references for forgetting upstream.
+func (t *nodeTable) dropLocked(n *node) (up, epoch, refs uint64) {
+	if n.lookups > 0 || n.pins > 0 || n.id == rootID || t.byID[n.id] != n {
 		return 0, 0, 0
 	}
-	delete(t.byID, id)
+	delete(t.byID, n.id)
 	if t.byUp[upKey{n.epoch, n.up}] == n {
 		delete(t.byUp, upKey{n.epoch, n.up})
 	}
@@ -140,6 +203,7 @@ func (t *nodeTable) forget(id, count uint64) (up, epoch, refs uint64) {
 func (t *nodeTable) moved(parent *node, name string, newParent *node, newName string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.moves++
 	if old := t.byName[nameKey{newParent, newName}]; old != nil {
 		t.setWhereLocked(old, nil, "")
 	}
@@ -152,6 +216,7 @@ func (t *nodeTable) moved(parent *node, name string, newParent *node, newName st
 func (t *nodeTable) exchanged(p1 *node, n1 string, p2 *node, n2 string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.moves++
 	a, b := t.byName[nameKey{p1, n1}], t.byName[nameKey{p2, n2}]
 	for _, n := range []*node{a, b} {
 		if n != nil {
@@ -186,4 +251,17 @@ func (t *nodeTable) len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.byID)
+}
+
+// setNoCaps records whether n is known to have no security.capability.
+func (t *nodeTable) setNoCaps(n *node, v bool) {
+	t.mu.Lock()
+	n.noCaps = v
+	t.mu.Unlock()
+}
+
+func (t *nodeTable) hasNoCaps(n *node) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return n.noCaps
 }

@@ -26,11 +26,23 @@ func (fs *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut
 		if err != nil {
 			return err
 		}
+		caching := fs.mayCacheMeta(n)
+		out.OpenFlags = fs.openFlags(n)
+		if caching {
+			if h := fs.openSnap(n, up, epoch); h != nil {
+				out.Fh = h.id
+				return nil
+			}
+		}
+		var fill *dirFill
+		if caching {
+			fill = &dirFill{epoch: epoch, dir: up, gen: fs.cache.dirGen(epoch, up)}
+		}
 		var resp upstream.OpenResp
 		if err := fs.rpc(upstream.OpOpendir, &upstream.NodeReq{Node: up}, &resp); err != nil {
 			return err
 		}
-		out.Fh = fs.handles.add(&handle{node: n, dir: true, up: resp.Handle, epoch: epoch})
+		out.Fh = fs.handles.add(&handle{node: n, dir: true, up: resp.Handle, epoch: epoch, fill: fill})
 		return nil
 	})
 }
@@ -49,8 +61,17 @@ func (fs *FS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.S
 		return fuse.EBADF
 	}
 	h.mu.Lock()
+	if h.snap != nil {
+		defer h.mu.Unlock()
+		fs.readSnap(h, h.snap, in.Offset, out, plus)
+		return fuse.OK
+	}
 	buf := h.buf
 	h.buf = nil
+	if f := h.fill; f != nil && (f.next != in.Offset || !plus || f.epoch != fs.up.Epoch()) {
+		f.abandon(fs) // not one sequential readdirplus from the start
+		h.fill = nil
+	}
 	h.mu.Unlock()
 	if buf == nil || buf.start != in.Offset || buf.plus != plus || buf.epoch != fs.up.Epoch() {
 		fs.dropDirBuf(buf)
@@ -59,10 +80,9 @@ func (fs *FS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.S
 			return st
 		}
 	}
-	rest := fs.fillDir(h.node, buf, out)
 	h.mu.Lock()
-	h.buf = rest
-	h.mu.Unlock()
+	defer h.mu.Unlock()
+	h.buf = fs.fillDir(h, buf, out)
 	return fuse.OK
 }
 
@@ -77,8 +97,30 @@ func (fs *FS) fetchDir(h *handle, off uint64, plus bool) (*dirBuf, fuse.Status) 
 	return buf, st
 }
 
-// fillDir gives the kernel what fits of buf and returns the rest, or nil.
-func (fs *FS) fillDir(dir *node, buf *dirBuf, out *fuse.DirEntryList) *dirBuf {
+// fillDir gives the kernel what fits of buf and returns the rest, or
+// nil. Needs h.mu.
+func (fs *FS) fillDir(h *handle, buf *dirBuf, out *fuse.DirEntryList) *dirBuf {
+	rest := fs.fillDirEntries(h, buf, out)
+	if f := h.fill; f != nil {
+		f.next = rest.start
+		switch {
+		case len(rest.ents) == 0 && buf.eof:
+			f.finish(fs)
+			h.fill = nil
+		case len(f.names) > maxCachedListing:
+			f.abandon(fs)
+			h.fill = nil
+		}
+	}
+	if len(rest.ents) == 0 && !buf.eof {
+		return nil
+	}
+	return rest
+}
+
+// fillDirEntries gives the kernel what fits of buf; it returns the rest.
+func (fs *FS) fillDirEntries(h *handle, buf *dirBuf, out *fuse.DirEntryList) *dirBuf {
+	dir := h.node
 	for i, e := range buf.ents {
 		de := fuse.DirEntry{Name: e.Name, Mode: e.Mode, Ino: e.Ino, Off: e.Off}
 		if !buf.plus {
@@ -91,14 +133,15 @@ func (fs *FS) fillDir(dir *node, buf *dirBuf, out *fuse.DirEntryList) *dirBuf {
 		if eo == nil {
 			return buf.rest(i)
 		}
+		var n *node
 		if e.Entry.Node != 0 {
-			fs.entered(dir, e.Name, &e.Entry, buf.epoch, eo)
+			n = fs.entered(dir, e.Name, &e.Entry, buf.epoch, eo)
+		}
+		if h.fill != nil {
+			h.fill.gather(fs, e.Name, n, &e.Entry.Attr)
 		}
 	}
-	if buf.eof {
-		return buf.rest(len(buf.ents)) // answers the final call locally
-	}
-	return nil
+	return buf.rest(len(buf.ents)) // at EOF, answers the final call locally
 }
 
 // rest returns buf from entry i on.
@@ -125,15 +168,30 @@ func (fs *FS) dropDirBuf(b *dirBuf) {
 }
 
 func (fs *FS) ReleaseDir(in *fuse.ReleaseIn) {
-	if h := fs.handles.get(in.Fh); h != nil {
-		h.mu.Lock()
-		fs.dropDirBuf(h.buf)
-		h.buf = nil
-		h.mu.Unlock()
+	h := fs.handles.get(in.Fh)
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	fs.dropDirBuf(h.buf)
+	h.buf = nil
+	if h.fill != nil {
+		h.fill.abandon(fs)
+		h.fill = nil
+	}
+	snap := h.snap
+	h.mu.Unlock()
+	if snap != nil { // never opened on the host
+		fs.handles.remove(in.Fh)
+		fs.releaseSnap(snap)
+		return
 	}
 	fs.release(in.Fh, upstream.OpReleasedir)
 }
 
 func (fs *FS) FsyncDir(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
+	if h := fs.handles.get(in.Fh); h != nil && h.snap != nil {
+		return fuse.OK // nothing of it is pending on the guest
+	}
 	return fs.Fsync(cancel, in)
 }

@@ -1,6 +1,9 @@
 package cachefs
 
 import (
+	"errors"
+	"syscall"
+
 	"github.com/cachefs/cachefs/upstream"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -13,20 +16,61 @@ func (fs *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out 
 		if err != nil {
 			return err
 		}
-		var resp upstream.EntryResp
-		if err := fs.rpc(upstream.OpLookup, &upstream.LookupReq{Parent: pup, Name: name}, &resp); err != nil {
-			return err
+		if !fs.mayCacheMeta(parent) {
+			var resp upstream.EntryResp
+			if err := fs.rpc(upstream.OpLookup, &upstream.LookupReq{Parent: pup, Name: name}, &resp); err != nil {
+				return err
+			}
+			fs.entered(parent, name, &resp.Entry, epoch, out)
+			return nil
 		}
-		fs.entered(parent, name, &resp.Entry, epoch, out)
-		return nil
+		return fs.lookupCached(parent, pup, name, epoch, out)
 	})
 }
 
-// entered records a host entry the kernel is being given and fills out.
-func (fs *FS) entered(parent *node, name string, e *upstream.Entry, epoch uint64, out *fuse.EntryOut) *node {
-	n := fs.nodes.add(parent, name, e.Node, epoch, e.Attr.Mode)
-	fs.fillEntry(out, n, &e.Attr)
-	return n
+// lookupCached answers a lookup from the metadata cache, or asks the host
+// and caches the answer, including a negative one.
+func (fs *FS) lookupCached(parent *node, pup uint64, name string, epoch uint64, out *fuse.EntryOut) error {
+	if de, ok := fs.cache.lookup(epoch, pup, name); ok {
+		if de.node == nil {
+			fs.negativeEntry(parent, out)
+			return nil
+		}
+		fs.nodes.kernelRef(de.node, parent, name)
+		a := de.attr
+		if fresh, ok := fs.cache.attr(epoch, de.node.up); ok {
+			a = fresh
+		}
+		fs.fillEntry(out, de.node, &a)
+		return nil
+	}
+	gen := fs.cache.dirGen(epoch, pup)
+	var resp upstream.EntryResp
+	err := fs.rpc(upstream.OpLookup, &upstream.LookupReq{Parent: pup, Name: name}, &resp)
+	if errors.Is(err, syscall.ENOENT) {
+		fs.cache.putName(epoch, pup, gen, name, nil, nil)
+		fs.negativeEntry(parent, out)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	n := fs.entered(parent, name, &resp.Entry, epoch, out)
+	if cacheable(n.mode) {
+		fs.nodes.pin(n)
+		if !fs.cache.putName(epoch, pup, gen, name, n, &resp.Entry.Attr) {
+			fs.unpin(n)
+		}
+	}
+	return nil
+}
+
+// negativeEntry tells the kernel a name does not exist, for as long as
+// the directory's mode lets it remember that.
+func (fs *FS) negativeEntry(parent *node, out *fuse.EntryOut) {
+	*out = fuse.EntryOut{}
+	d, _ := fs.timeouts(parent, sIFDIR)
+	out.EntryValid, out.EntryValidNsec = setTimeout(d)
 }
 
 func (fs *FS) Forget(nodeid, nlookup uint64) {
@@ -40,9 +84,19 @@ func (fs *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.Attr
 		if err != nil {
 			return err
 		}
+		caching := fs.mayCacheMeta(n)
+		if caching {
+			if a, ok := fs.cache.attr(epoch, up); ok {
+				fs.fillAttr(out, n, &a)
+				return nil
+			}
+		}
 		var resp upstream.AttrResp
 		if err := fs.rpc(upstream.OpGetattr, &upstream.NodeReq{Node: up}, &resp); err != nil {
 			return err
+		}
+		if caching {
+			fs.cache.putAttr(epoch, up, &resp.Attr)
 		}
 		fs.fillAttr(out, n, &resp.Attr)
 		return nil
@@ -64,7 +118,9 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.Attr
 			}
 		}
 		var resp upstream.AttrResp
-		if err := fs.rpc(upstream.OpSetattr, req, &resp); err != nil {
+		err = fs.rpc(upstream.OpSetattr, req, &resp)
+		fs.cache.dropAttr(up)
+		if err != nil {
 			return err
 		}
 		fs.fillAttr(out, n, &resp.Attr)
@@ -119,4 +175,11 @@ func (fs *FS) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsO
 			Ffree: r.Ffree, Bsize: r.Bsize, NameLen: r.NameLen, Frsize: r.Frsize}
 		return nil
 	})
+}
+
+// entered records a host entry the kernel is being given and fills out.
+func (fs *FS) entered(parent *node, name string, e *upstream.Entry, epoch uint64, out *fuse.EntryOut) *node {
+	n := fs.nodes.add(parent, name, e.Node, epoch, e.Attr.Mode)
+	fs.fillEntry(out, n, &e.Attr)
+	return n
 }

@@ -15,11 +15,6 @@ func reopenFlags(flags uint32) uint32 {
 	return flags &^ (syscall.O_TRUNC | syscall.O_CREAT | syscall.O_EXCL)
 }
 
-// openFlags are the FOPEN_ flags for a file of node n.
-func (fs *FS) openFlags(n *node) uint32 {
-	return 0
-}
-
 func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	return fs.call(func(epoch uint64) error {
 		n, up, err := fs.nodeUp(in.NodeId, epoch)
@@ -44,10 +39,13 @@ func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out
 		}
 		req := &upstream.CreateReq{Parent: pup, Name: name, Flags: in.Flags, Mode: in.Mode, Caller: caller(&in.InHeader)}
 		var resp upstream.CreateResp
-		if err := fs.rpc(upstream.OpCreate, req, &resp); err != nil {
+		err = fs.rpc(upstream.OpCreate, req, &resp)
+		fs.dirChanged(pup)
+		if err != nil {
 			return err
 		}
 		n := fs.entered(parent, name, &resp.Entry, epoch, &out.EntryOut)
+		fs.nodes.setNoCaps(n, resp.Created)
 		out.Fh = fs.handles.add(&handle{node: n, flags: in.Flags, up: resp.Handle, epoch: epoch})
 		out.OpenFlags = fs.openFlags(n)
 		return nil
@@ -67,7 +65,8 @@ func (fs *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Re
 
 func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
 	var written uint32
-	st := fs.withHandle(in.Fh, func(_ *handle, up uint64) error {
+	st := fs.withHandle(in.Fh, func(h *handle, up uint64) error {
+		defer fs.nodeChanged(h.node, fs.up.Epoch())
 		req := &upstream.WriteReq{Handle: up, Offset: int64(in.Offset), Data: data}
 		if in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0 {
 			req.Flags |= upstream.WriteKillSuidgid
@@ -125,7 +124,8 @@ func (fs *FS) release(fh uint64, op upstream.Op) {
 }
 
 func (fs *FS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
-	return fs.withHandle(in.Fh, func(_ *handle, up uint64) error {
+	return fs.withHandle(in.Fh, func(h *handle, up uint64) error {
+		defer fs.nodeChanged(h.node, fs.up.Epoch())
 		req := &upstream.FallocateReq{Handle: up, Mode: in.Mode, Offset: int64(in.Offset), Length: int64(in.Length)}
 		return fs.rpc(upstream.OpFallocate, req, &upstream.Empty{})
 	})

@@ -17,12 +17,31 @@ func (fs *FS) makeEntry(nodeid uint64, name string, out *fuse.EntryOut, op upstr
 			return err
 		}
 		var resp upstream.EntryResp
-		if err := fs.rpc(op, req(pup), &resp); err != nil {
+		err = fs.rpc(op, req(pup), &resp)
+		fs.dirChanged(pup)
+		if err != nil {
 			return err
 		}
 		fs.entered(parent, name, &resp.Entry, epoch, out)
 		return nil
 	})
+}
+
+// dirChanged drops what the guest knows of a directory the guest just
+// changed (or tried to): its names and its attributes.
+func (fs *FS) dirChanged(dir uint64) {
+	fs.cache.dropDir(dir)
+	fs.cache.dropAttr(dir)
+}
+
+// nodeChanged drops the cached attributes of a node the guest changed.
+func (fs *FS) nodeChanged(n *node, epoch uint64) {
+	if n == nil {
+		return
+	}
+	if up, ok := fs.nodes.upOf(n, epoch); ok {
+		fs.cache.dropAttr(up)
+	}
 }
 
 func (fs *FS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
@@ -54,7 +73,10 @@ func (fs *FS) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fu
 			return err
 		}
 		var resp upstream.EntryResp
-		if err := fs.rpc(upstream.OpLink, &upstream.LinkReq{Node: up, NewParent: pup, NewName: name}, &resp); err != nil {
+		err = fs.rpc(upstream.OpLink, &upstream.LinkReq{Node: up, NewParent: pup, NewName: name}, &resp)
+		fs.dirChanged(pup)
+		fs.cache.dropAttr(up)
+		if err != nil {
 			return err
 		}
 		fs.entered(parent, name, &resp.Entry, epoch, out)
@@ -76,7 +98,10 @@ func (fs *FS) remove(nodeid uint64, name string, op upstream.Op) fuse.Status {
 		if err != nil {
 			return err
 		}
-		if err := fs.rpc(op, &upstream.UnlinkReq{Parent: pup, Name: name}, &upstream.Empty{}); err != nil {
+		err = fs.rpc(op, &upstream.UnlinkReq{Parent: pup, Name: name}, &upstream.Empty{})
+		fs.dirChanged(pup)
+		fs.nodeChanged(fs.nodes.child(parent, name), epoch)
+		if err != nil {
 			return err
 		}
 		fs.nodes.removed(parent, name)
@@ -95,7 +120,12 @@ func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, name, newName st
 			return err
 		}
 		req := &upstream.RenameReq{Parent: pup, Name: name, NewParent: npup, NewName: newName, Flags: in.Flags}
-		if err := fs.rpc(upstream.OpRename, req, &upstream.Empty{}); err != nil {
+		err = fs.rpc(upstream.OpRename, req, &upstream.Empty{})
+		fs.dirChanged(pup)
+		fs.dirChanged(npup)
+		fs.nodeChanged(fs.nodes.child(parent, name), epoch)
+		fs.nodeChanged(fs.nodes.child(newParent, newName), epoch)
+		if err != nil {
 			return err
 		}
 		if in.Flags&upstream.RenameExchange != 0 {

@@ -7,8 +7,24 @@ import (
 
 // Extended attributes are forwarded as they are.
 
+// capXattr is what the kernel asks for before writes (file capabilities
+// are dropped on write).
+const capXattr = "security.capability"
+
 func (fs *FS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (uint32, fuse.Status) {
+	if attr == capXattr {
+		if n := fs.nodes.get(h.NodeId); n != nil && fs.nodes.hasNoCaps(n) {
+			return 0, fuse.ENOATTR
+		}
+	}
 	return fs.xattrGet(h.NodeId, upstream.OpGetxattr, attr, dest)
+}
+
+// xattrChanged forgets that a node is known to lack capabilities.
+func (fs *FS) xattrChanged(nodeid uint64) {
+	if n := fs.nodes.get(nodeid); n != nil {
+		fs.nodes.setNoCaps(n, false)
+	}
 }
 
 func (fs *FS) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
@@ -36,6 +52,7 @@ func (fs *FS) xattrGet(nodeid uint64, op upstream.Op, attr string, dest []byte) 
 }
 
 func (fs *FS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string, data []byte) fuse.Status {
+	fs.xattrChanged(in.NodeId)
 	return fs.call(func(epoch uint64) error {
 		_, up, err := fs.nodeUp(in.NodeId, epoch)
 		if err != nil {
@@ -46,6 +63,7 @@ func (fs *FS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string,
 }
 
 func (fs *FS) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string) fuse.Status {
+	fs.xattrChanged(h.NodeId)
 	return fs.call(func(epoch uint64) error {
 		_, up, err := fs.nodeUp(h.NodeId, epoch)
 		if err != nil {

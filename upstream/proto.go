@@ -254,8 +254,9 @@ type CreateReq struct {
 }
 
 type CreateResp struct {
-	Entry  Entry
-	Handle uint64
+	Entry   Entry
+	Handle  uint64
+	Created bool // the file is new: it has no extended attributes yet
 }
 
 type ReadReq struct {

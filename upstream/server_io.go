@@ -47,10 +47,11 @@ func (ss *session) create(req *CreateReq, resp *CreateResp) error {
 		flags |= unix.O_EXCL
 	}
 	return ss.withDirName(req.Parent, req.Name, func(dir *node, dfd int) error {
-		hfd, err := unix.Openat(dfd, req.Name, flags|unix.O_CLOEXEC, req.Mode&07777)
+		hfd, created, err := openCreate(dfd, req.Name, flags|unix.O_CLOEXEC, req.Mode&07777)
 		if err != nil {
 			return err
 		}
+		resp.Created = created
 		e, err := ss.created(dir, dfd, req.Name, req.Caller)
 		if err != nil {
 			unix.Close(hfd)
@@ -132,4 +133,19 @@ func (ss *session) lseek(req *LseekReq, resp *LseekResp) error {
 		resp.Offset, err = unix.Seek(fd, req.Offset, int(req.Whence))
 		return err
 	})
+}
+
+// openCreate opens name in dfd with O_CREAT, reporting whether it made a
+// new file: it tries O_EXCL first unless the caller asked for it.
+func openCreate(dfd int, name string, flags int, mode uint32) (int, bool, error) {
+	if flags&unix.O_EXCL != 0 {
+		fd, err := unix.Openat(dfd, name, flags, mode)
+		return fd, err == nil, err
+	}
+	fd, err := unix.Openat(dfd, name, flags|unix.O_EXCL, mode)
+	if err != unix.EEXIST {
+		return fd, err == nil, err
+	}
+	fd, err = unix.Openat(dfd, name, flags, mode)
+	return fd, false, err
 }

@@ -32,18 +32,20 @@ type Options struct {
 
 // Env is a running server, client and mount.
 type Env struct {
-	Server   *upstream.Server
-	Listener net.Listener
-	Client   *upstream.Client
-	FS       *cachefs.FS
-	Mount    *fuse.Server
-	Socket   string
-	tmp      string
+	Server     *upstream.Server
+	Listener   net.Listener
+	Client     *upstream.Client
+	FS         *cachefs.FS
+	Mount      *fuse.Server
+	Socket     string
+	Export     string
+	Mountpoint string
+	tmp        string
 }
 
 // Launch starts a server, connects a client and mounts.
 func Launch(o Options) (*Env, error) {
-	e := &Env{Socket: o.Socket}
+	e := &Env{Socket: o.Socket, Export: o.Export, Mountpoint: o.Mountpoint}
 	if e.Socket == "" {
 		dir, err := os.MkdirTemp("", "cachefs-sock")
 		if err != nil {

@@ -1,0 +1,328 @@
+package cachefs
+
+import (
+	"sync"
+	"time"
+
+	"github.com/cachefs/cachefs/upstream"
+)
+
+// metaCache is the guest's metadata cache for subtrees whose mode allows
+// it: attributes by host node id, and per directory the names looked up
+// in it (positive and negative) and, once read whole, its listing.
+//
+// A positive name pins its child node (node.pins) so that the node and
+// its host references outlive the kernel forgetting it; unpin is called
+// when the name leaves the cache. Everything is keyed by host node id in
+// one epoch: a new host session starts from an empty cache.
+//
+// Racing fills are fenced by generations: a filler notes gen(dir) before
+// its upstream request, and its result is dropped if the directory was
+// invalidated meanwhile.
+type metaCache struct {
+	ttl   time.Duration    // immutable
+	unpin func(n *node)    // immutable: called under mu
+	now   func() time.Time // immutable
+
+	mu    sync.Mutex // protects the following
+	epoch uint64
+	dirs  *costLRU[uint64, *dirCache]
+	attrs *costLRU[uint64, attrEntry]
+	gens  map[uint64]uint64 // generation of dirs not cached, once invalidated
+	floor uint64            // generation of dirs neither cached nor in gens
+	gen   uint64            // last generation handed out
+	stats CacheStats
+}
+
+// CacheStats count the metadata cache's work.
+type CacheStats struct {
+	Hits, Misses, Dropped, Invalidations uint64
+	Dirs, Attrs                          int
+}
+
+type attrEntry struct {
+	attr    upstream.Attr
+	expires time.Time
+}
+
+// dirCache is what is known of one directory.
+type dirCache struct {
+	gen      uint64
+	names    map[string]dentry
+	complete bool      // names holds the whole directory, in order
+	order    []string  // listing order, when complete
+	expires  time.Time // of the listing
+	cost     int
+}
+
+// dentry is a cached name; a nil node means the name does not exist.
+type dentry struct {
+	node    *node
+	attr    upstream.Attr
+	expires time.Time
+}
+
+// CacheLimits bound the metadata cache's memory. Zero fields take
+// defaults.
+type CacheLimits struct {
+	DirBytes  int // names and listings; 0: 64 MiB
+	AttrBytes int // attributes; 0: 16 MiB
+}
+
+// Estimated bytes per cached attribute and name (with its node).
+const (
+	attrCost   = 160
+	dentryCost = 240
+)
+
+func newMetaCache(ttl time.Duration, lim CacheLimits, unpin func(*node)) *metaCache {
+	if lim.DirBytes == 0 {
+		lim.DirBytes = 64 << 20
+	}
+	if lim.AttrBytes == 0 {
+		lim.AttrBytes = 16 << 20
+	}
+	c := &metaCache{ttl: ttl, unpin: unpin, now: time.Now, gens: map[uint64]uint64{}}
+	c.dirs = newCostLRU[uint64, *dirCache](lim.DirBytes, func(d *dirCache) int { return d.cost }, c.evictDir)
+	c.attrs = newCostLRU[uint64, attrEntry](lim.AttrBytes, func(attrEntry) int { return attrCost }, nil)
+	return c
+}
+
+// evictDir unpins a directory's names. Runs under mu.
+func (c *metaCache) evictDir(dir uint64, d *dirCache) {
+	c.setGenLocked(dir, d.gen)
+	for _, de := range d.names {
+		if de.node != nil {
+			c.unpin(de.node)
+		}
+	}
+}
+
+// syncLocked empties the cache when the host session changed.
+func (c *metaCache) syncLocked(epoch uint64) {
+	if epoch != c.epoch {
+		c.dirs.purge()
+		c.attrs.purge()
+		c.gen++
+		c.gens, c.floor = map[uint64]uint64{}, c.gen
+		c.epoch = epoch
+	}
+}
+
+// dirGen returns dir's generation, to pass back to the fills below.
+func (c *metaCache) dirGen(epoch, dir uint64) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.syncLocked(epoch)
+	if d, ok := c.dirs.peek(dir); ok {
+		return d.gen
+	}
+	return c.uncachedGenLocked(dir)
+}
+
+func (c *metaCache) uncachedGenLocked(dir uint64) uint64 {
+	if g, ok := c.gens[dir]; ok {
+		return g
+	}
+	return c.floor
+}
+
+// maxGens bounds the generations kept for uncached directories; past it
+// they are all superseded by a new floor.
+const maxGens = 1 << 16
+
+func (c *metaCache) setGenLocked(dir, gen uint64) {
+	if len(c.gens) >= maxGens {
+		c.gen++
+		c.gens, c.floor = map[uint64]uint64{}, c.gen
+		return
+	}
+	c.gens[dir] = gen
+}
+
+// dirLocked returns dir's cache entry if gen is still current, creating
+// it if needed.
+func (c *metaCache) dirLocked(epoch, dir, gen uint64) *dirCache {
+	c.syncLocked(epoch)
+	if d, ok := c.dirs.get(dir); ok {
+		if d.gen != gen {
+			return nil
+		}
+		return d
+	}
+	if c.uncachedGenLocked(dir) != gen {
+		return nil
+	}
+	delete(c.gens, dir)
+	d := &dirCache{gen: gen, names: map[string]dentry{}}
+	c.dirs.add(dir, d)
+	return d
+}
+
+// lookup answers a name from the cache: ok reports a fresh answer, and
+// a nil node in it means the name does not exist.
+func (c *metaCache) lookup(epoch, dir uint64, name string) (dentry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.syncLocked(epoch)
+	now := c.now()
+	d, ok := c.dirs.get(dir)
+	if ok {
+		if de, found := d.names[name]; found && now.Before(de.expires) {
+			c.stats.Hits++
+			return de, true
+		} else if !found && d.complete && now.Before(d.expires) {
+			c.stats.Hits++
+			return dentry{}, true
+		}
+	}
+	c.stats.Misses++
+	return dentry{}, false
+}
+
+// putName caches name in dir as n (nil: absent) with attributes a. It
+// reports false if dir changed since gen; then nothing was cached.
+func (c *metaCache) putName(epoch, dir, gen uint64, name string, n *node, a *upstream.Attr) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := c.dirLocked(epoch, dir, gen)
+	if d == nil {
+		c.stats.Dropped++
+		return false
+	}
+	de := dentry{node: n, expires: c.now().Add(c.ttl)}
+	if a != nil && n != nil {
+		de.attr = *a
+		c.putAttrLocked(n.up, a)
+	}
+	c.setNameLocked(d, name, de)
+	return true
+}
+
+// setNameLocked replaces a name, unpinning the node it held.
+func (c *metaCache) setNameLocked(d *dirCache, name string, de dentry) {
+	old, had := d.names[name]
+	if had && old.node != nil {
+		c.unpin(old.node)
+	}
+	d.names[name] = de
+	if !had {
+		d.cost += dentryCost + len(name)
+		c.dirs.resized(d.cost-dentryCost-len(name), d.cost)
+	}
+}
+
+// listing returns dir's whole listing if cached and fresh.
+func (c *metaCache) listing(epoch, dir uint64) ([]string, map[string]dentry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.syncLocked(epoch)
+	d, ok := c.dirs.get(dir)
+	if !ok || !d.complete || !c.now().Before(d.expires) {
+		c.stats.Misses++
+		return nil, nil, false
+	}
+	c.stats.Hits++
+	names := make(map[string]dentry, len(d.order))
+	for _, name := range d.order {
+		names[name] = d.names[name]
+	}
+	return d.order, names, true
+}
+
+// putListing caches dir's whole listing: names in order, nodes[i] and
+// attrs[i] for each (nodes pinned by the caller, one pin per entry,
+// which the cache takes over). It reports false, taking nothing, if dir
+// changed since gen.
+func (c *metaCache) putListing(epoch, dir, gen uint64, names []string, nodes []*node, attrs []upstream.Attr) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := c.dirLocked(epoch, dir, gen)
+	if d == nil {
+		c.stats.Dropped++
+		return false
+	}
+	exp := c.now().Add(c.ttl)
+	for name, de := range d.names {
+		if de.node != nil {
+			c.unpin(de.node)
+		}
+		delete(d.names, name)
+	}
+	old := d.cost
+	d.cost = 0
+	for i, name := range names {
+		d.cost += dentryCost + len(name)
+		if nodes[i] == nil { // "." and ".."
+			continue
+		}
+		d.names[name] = dentry{node: nodes[i], attr: attrs[i], expires: exp}
+		c.putAttrLocked(nodes[i].up, &attrs[i])
+	}
+	d.order, d.complete, d.expires = names, true, exp
+	c.dirs.resized(old, d.cost)
+	return true
+}
+
+// attr returns n's cached attributes if fresh.
+func (c *metaCache) attr(epoch, up uint64) (upstream.Attr, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.syncLocked(epoch)
+	if e, ok := c.attrs.get(up); ok && c.now().Before(e.expires) {
+		c.stats.Hits++
+		return e.attr, true
+	}
+	c.stats.Misses++
+	return upstream.Attr{}, false
+}
+
+// putAttr caches attributes fresh from the host.
+func (c *metaCache) putAttr(epoch, up uint64, a *upstream.Attr) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.syncLocked(epoch)
+	c.putAttrLocked(up, a)
+}
+
+func (c *metaCache) putAttrLocked(up uint64, a *upstream.Attr) {
+	c.attrs.add(up, attrEntry{attr: *a, expires: c.now().Add(c.ttl)})
+}
+
+// dropAttr forgets a node's attributes.
+func (c *metaCache) dropAttr(up uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.attrs.remove(up)
+	c.stats.Invalidations++
+}
+
+// dropDir forgets what is known of a directory's names and fences
+// fills in flight.
+func (c *metaCache) dropDir(dir uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	c.dirs.remove(dir)         // evictDir records the old generation ...
+	c.setGenLocked(dir, c.gen) // ... which this supersedes
+	c.stats.Invalidations++
+}
+
+// purge empties the cache.
+func (c *metaCache) purge() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dirs.purge()
+	c.gen++
+	c.gens, c.floor = map[uint64]uint64{}, c.gen
+	c.attrs.purge()
+	c.stats.Invalidations++
+}
+
+func (c *metaCache) Stats() CacheStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.stats
+	s.Dirs, s.Attrs = c.dirs.len(), c.attrs.len()
+	return s
+}

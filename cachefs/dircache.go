@@ -1,0 +1,110 @@
+package cachefs
+
+import (
+	"github.com/cachefs/cachefs/upstream"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// In modes that cache names, a directory read whole from offset 0
+// leaves its listing in the metadata cache (dirFill), and later opens
+// are served from that listing without the host (dirSnap).
+
+// maxCachedListing bounds the directories whose listing is cached.
+const maxCachedListing = 100000
+
+// dirSnap is a cached listing that a directory handle is served from.
+// Each node in it is pinned by the handle until release.
+type dirSnap struct {
+	names []string
+	ents  map[string]dentry
+}
+
+// dirFill gathers a listing while a directory is read through the host.
+// Each node in it is pinned until the listing is cached or abandoned.
+type dirFill struct {
+	epoch, dir, gen uint64
+	next            uint64 // offset the next read must start at
+	names           []string
+	nodes           []*node
+	attrs           []upstream.Attr
+}
+
+// openSnap returns a handle on dir's cached listing, if there is one.
+func (fs *FS) openSnap(n *node, up, epoch uint64) *handle {
+	names, ents, ok := fs.cache.listing(epoch, up)
+	if !ok {
+		return nil
+	}
+	for _, de := range ents {
+		if de.node != nil {
+			fs.nodes.pin(de.node)
+		}
+	}
+	h := &handle{node: n, dir: true, epoch: epoch, snap: &dirSnap{names: names, ents: ents}}
+	fs.handles.add(h)
+	return h
+}
+
+// readSnap serves a read of a cached listing; entry i has offset i+1.
+func (fs *FS) readSnap(h *handle, s *dirSnap, off uint64, out *fuse.DirEntryList, plus bool) {
+	for i := off; i < uint64(len(s.names)); i++ {
+		name := s.names[i]
+		de := s.ents[name]
+		e := fuse.DirEntry{Name: name, Off: i + 1, Mode: sIFDIR}
+		if de.node != nil {
+			e.Mode, e.Ino = de.attr.Mode, de.attr.Ino
+		}
+		if !plus {
+			if !out.AddDirEntry(e) {
+				return
+			}
+			continue
+		}
+		eo := out.AddDirLookupEntry(e)
+		if eo == nil {
+			return
+		}
+		if de.node != nil {
+			fs.nodes.kernelRef(de.node, h.node, name)
+			fs.fillEntry(eo, de.node, &de.attr)
+		}
+	}
+}
+
+// releaseSnap unpins a snapshot's nodes.
+func (fs *FS) releaseSnap(s *dirSnap) {
+	for _, de := range s.ents {
+		if de.node != nil {
+			fs.unpin(de.node)
+		}
+	}
+}
+
+// gather adds an entry given to the kernel to the listing being filled;
+// n is nil for "." and "..". Needs h.mu.
+func (f *dirFill) gather(fs *FS, name string, n *node, a *upstream.Attr) {
+	if n != nil {
+		fs.nodes.pin(n)
+		f.attrs = append(f.attrs, *a)
+	} else {
+		f.attrs = append(f.attrs, upstream.Attr{})
+	}
+	f.names = append(f.names, name)
+	f.nodes = append(f.nodes, n)
+}
+
+// finish caches the listing; it is abandoned if the cache refuses it.
+func (f *dirFill) finish(fs *FS) {
+	if !fs.cache.putListing(f.epoch, f.dir, f.gen, f.names, f.nodes, f.attrs) {
+		f.abandon(fs)
+	}
+}
+
+// abandon unpins what was gathered.
+func (f *dirFill) abandon(fs *FS) {
+	for _, n := range f.nodes {
+		if n != nil {
+			fs.unpin(n)
+		}
+	}
+}
