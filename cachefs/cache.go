@@ -308,6 +308,30 @@ func (c *metaCache) dropDir(dir uint64) {
 	c.stats.Invalidations++
 }
 
+// hostName is a name in a directory known by host id.
+type hostName struct {
+	dir  uint64
+	name string
+}
+
+// purgeNegatives empties the cache and returns the names it held as
+// absent, which the kernel may hold as negative entries too.
+func (c *metaCache) purgeNegatives() []hostName {
+	c.mu.Lock()
+	var neg []hostName
+	for _, dir := range c.dirs.lru.Keys() {
+		d, _ := c.dirs.peek(dir)
+		for name, de := range d.names {
+			if de.node == nil {
+				neg = append(neg, hostName{dir, name})
+			}
+		}
+	}
+	c.mu.Unlock()
+	c.purge()
+	return neg
+}
+
 // purge empties the cache.
 func (c *metaCache) purge() {
 	c.mu.Lock()

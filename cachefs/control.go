@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/cachefs/cachefs/consistency"
@@ -84,7 +86,11 @@ func (fs *FS) control(req *CtlRequest, resp *CtlResponse) error {
 		if err != nil {
 			return err
 		}
-		resp.ID = fs.Register(req.Path, m)
+		p, err := fs.relPath(req.Path)
+		if err != nil {
+			return err
+		}
+		resp.ID = fs.Register(p, m)
 	case "unregister":
 		return fs.Unregister(req.ID)
 	case "modes":
@@ -96,8 +102,11 @@ func (fs *FS) control(req *CtlRequest, resp *CtlResponse) error {
 }
 
 // Register registers a subtree with a mode; see consistency.Policy.
+// What the new mode may not keep is dropped before it returns.
 func (fs *FS) Register(path string, m consistency.Mode) uint64 {
-	return fs.policy.Register(path, m)
+	id := fs.policy.Register(path, m)
+	fs.invalidateAll()
+	return id
 }
 
 // Unregister drops a registration.
@@ -105,5 +114,20 @@ func (fs *FS) Unregister(id uint64) error {
 	if _, _, ok := fs.policy.Unregister(id); !ok {
 		return fmt.Errorf("no registration %d", id)
 	}
+	fs.invalidateAll()
 	return nil
+}
+
+// relPath turns a path given to ctl into one relative to the mount
+// root: absolute paths must lie under the mountpoint.
+func (fs *FS) relPath(p string) (string, error) {
+	if !filepath.IsAbs(p) {
+		return consistency.Clean(p), nil
+	}
+	mnt := fs.opts.Mountpoint
+	rel, err := filepath.Rel(mnt, p)
+	if mnt == "" || err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", fmt.Errorf("%s is not under the mountpoint %q", p, mnt)
+	}
+	return consistency.Clean(rel), nil
 }

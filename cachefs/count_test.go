@@ -109,3 +109,31 @@ func TestConsistentWalkSendsEverything(t *testing.T) {
 		t.Errorf("consistent walk sent %d requests for %d entries, want at least one each", warm, n)
 	}
 }
+
+// readAll reads every regular file under root.
+func readAll(t *testing.T, root string) int {
+	t.Helper()
+	n := 0
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if _, err := os.ReadFile(p); err != nil {
+				t.Fatalf("read %s: %v", p, err)
+			}
+			n++
+		}
+		return nil
+	})
+	return n
+}
+
+func TestCachedRereadSendsNothing(t *testing.T) {
+	export := t.TempDir()
+	makeTree(t, export, 4, 25)
+	env := harness.Start(t, harness.Options{Export: export, Policy: consistency.NewPolicy(consistency.Cached)})
+	n := readAll(t, env.Mountpoint)
+	before := requests(env)
+	readAll(t, env.Mountpoint)
+	if warm := requests(env) - before; warm > uint64(n/50) {
+		t.Errorf("warm re-read of %d files sent %d requests, want almost none", n, warm)
+	}
+}

@@ -25,6 +25,9 @@ type Options struct {
 	CacheTTL time.Duration
 	// CacheLimits bound the metadata cache's memory.
 	CacheLimits CacheLimits
+	// Mountpoint is where the filesystem is mounted, for naming paths in
+	// control requests. Mount sets it.
+	Mountpoint string
 	// Logf logs unexpected errors. Nil: log.Printf.
 	Logf func(format string, args ...any)
 }

@@ -62,8 +62,8 @@ func (t *handleTable) len() int {
 	return len(t.byID)
 }
 
-// upHandle returns h's host handle in epoch, reopening the file if the
-// host session changed since it was opened.
+// upHandle returns h's host handle in epoch, opening the file if it was
+// opened lazily or the host session changed since it was opened.
 func (fs *FS) upHandle(h *handle, epoch uint64) (uint64, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

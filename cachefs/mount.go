@@ -2,6 +2,7 @@ package cachefs
 
 import (
 	"os"
+	"path/filepath"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -39,6 +40,9 @@ func Mount(fs *FS, dir string, o MountOptions) (*fuse.Server, error) {
 		ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_ATOMIC_O_TRUNC,
 		// Remote data must not bypass the daemon.
 		DisabledCapabilities: fuse.CAP_PASSTHROUGH,
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		fs.opts.Mountpoint = abs
 	}
 	srv, err := fuse.NewServer(fs, dir, opts)
 	if err != nil {

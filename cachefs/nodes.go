@@ -265,3 +265,25 @@ func (t *nodeTable) hasNoCaps(n *node) bool {
 	defer t.mu.Unlock()
 	return n.noCaps
 }
+
+// snapshot lists every node's id and the names the kernel knows them by.
+func (t *nodeTable) snapshot() ([]uint64, []kernelName) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ids := make([]uint64, 0, len(t.byID))
+	names := make([]kernelName, 0, len(t.byName))
+	for id := range t.byID {
+		ids = append(ids, id)
+	}
+	for k := range t.byName {
+		names = append(names, kernelName{k.parent.id, k.name})
+	}
+	return ids, names
+}
+
+// byHost returns the node of a host id in epoch, if known.
+func (t *nodeTable) byHost(up, epoch uint64) *node {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.byUp[upKey{epoch, up}]
+}

@@ -21,14 +21,26 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 		if err != nil {
 			return err
 		}
+		out.OpenFlags = fs.openFlags(n)
+		if fs.lazyOpen(n, in.Flags) {
+			out.Fh = fs.handles.add(&handle{node: n, flags: in.Flags})
+			return nil
+		}
 		var resp upstream.OpenResp
 		if err := fs.rpc(upstream.OpOpen, &upstream.OpenReq{Node: up, Flags: in.Flags}, &resp); err != nil {
 			return err
 		}
 		out.Fh = fs.handles.add(&handle{node: n, flags: in.Flags, up: resp.Handle, epoch: epoch})
-		out.OpenFlags = fs.openFlags(n)
 		return nil
 	})
+}
+
+// lazyOpen reports whether a read-only open may wait for the first read
+// to reach the host: where data may be cached, reads the page cache
+// answers never need the host at all. Epoch 0 marks such a handle.
+func (fs *FS) lazyOpen(n *node, flags uint32) bool {
+	return flags&(syscall.O_ACCMODE|syscall.O_TRUNC) == syscall.O_RDONLY &&
+		cacheable(n.mode) && fs.modeOf(n).MayCacheData()
 }
 
 func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {

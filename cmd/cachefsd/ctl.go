@@ -106,6 +106,9 @@ func printStats(st *cachefs.Stats) {
 	u := st.Upstream
 	fmt.Printf("messages sent %d, received %d; outstanding %d; nodes %d, handles %d\n",
 		u.Sent, u.Received, u.Outstanding, st.Nodes, st.Handles)
+	c := st.Cache
+	fmt.Printf("cache: %d hits, %d misses, %d fills dropped, %d invalidations; %d dirs, %d attrs held\n",
+		c.Hits, c.Misses, c.Dropped, c.Invalidations, c.Dirs, c.Attrs)
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "op\tcount\tp50\tp90\tp98\tp100\t")
 	for _, o := range u.Ops {

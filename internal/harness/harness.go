@@ -26,6 +26,7 @@ type Options struct {
 	Server     upstream.ServerOptions // Export is filled in
 	LinkDelay  time.Duration
 	Policy     *consistency.Policy
+	CacheTTL   time.Duration
 	Debug      bool
 	Logf       func(format string, args ...any)
 }
@@ -83,7 +84,7 @@ func (e *Env) start(o Options) error {
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
-	e.FS = cachefs.New(cachefs.Options{Client: e.Client, Policy: o.Policy, Logf: o.Logf})
+	e.FS = cachefs.New(cachefs.Options{Client: e.Client, Policy: o.Policy, CacheTTL: o.CacheTTL, Logf: o.Logf})
 	e.Mount, err = cachefs.Mount(e.FS, o.Mountpoint, cachefs.MountOptions{Debug: o.Debug})
 	return err
 }

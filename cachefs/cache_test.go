@@ -1,0 +1,119 @@
+package cachefs
+
+import (
+	"testing"
+	"time"
+
+	"github.com/cachefs/cachefs/upstream"
+)
+
+// testCache returns a cache whose unpins are counted per node id.
+func testCache(lim CacheLimits) (*metaCache, map[uint64]int) {
+	unpins := map[uint64]int{}
+	c := newMetaCache(time.Hour, lim, func(n *node) { unpins[n.id]++ })
+	return c, unpins
+}
+
+func TestCacheNames(t *testing.T) {
+	c, unpins := testCache(CacheLimits{})
+	n := &node{id: 7, up: 70}
+	gen := c.dirGen(1, 5)
+	if !c.putName(1, 5, gen, "a", n, &upstream.Attr{Size: 3}) {
+		t.Fatal("putName refused a fresh fill")
+	}
+	c.putName(1, 5, gen, "missing", nil, nil)
+	if de, ok := c.lookup(1, 5, "a"); !ok || de.node != n {
+		t.Errorf("lookup a = %+v, %v; want node 7", de, ok)
+	}
+	if de, ok := c.lookup(1, 5, "missing"); !ok || de.node != nil {
+		t.Errorf("lookup missing = %+v, %v; want a negative entry", de, ok)
+	}
+	if _, ok := c.lookup(1, 5, "other"); ok {
+		t.Error("lookup of an unknown name in an incomplete directory hit")
+	}
+	if a, ok := c.attr(1, 70); !ok || a.Size != 3 {
+		t.Errorf("attr = %+v, %v; want size 3", a, ok)
+	}
+	c.dropDir(5)
+	if unpins[7] != 1 {
+		t.Errorf("dropDir unpinned node 7 %d times, want 1", unpins[7])
+	}
+	if _, ok := c.lookup(1, 5, "a"); ok {
+		t.Error("lookup hit after dropDir")
+	}
+}
+
+func TestCacheFillRacingInvalidation(t *testing.T) {
+	c, _ := testCache(CacheLimits{})
+	gen := c.dirGen(1, 5)
+	c.dropDir(5) // the directory changed while the fill was in flight
+	if c.putName(1, 5, gen, "a", &node{id: 2}, &upstream.Attr{}) {
+		t.Error("a fill begun before an invalidation was cached")
+	}
+	if c.putListing(1, 5, gen, []string{"a"}, []*node{{id: 2}}, []upstream.Attr{{}}) {
+		t.Error("a listing begun before an invalidation was cached")
+	}
+	if !c.putName(1, 5, c.dirGen(1, 5), "a", &node{id: 2}, &upstream.Attr{}) {
+		t.Error("a fill begun after the invalidation was refused")
+	}
+}
+
+func TestCacheListingAnswersNegatives(t *testing.T) {
+	c, _ := testCache(CacheLimits{})
+	nodes := []*node{nil, {id: 3, up: 30}}
+	if !c.putListing(1, 5, c.dirGen(1, 5), []string{".", "x"}, nodes, make([]upstream.Attr, 2)) {
+		t.Fatal("putListing refused")
+	}
+	if de, ok := c.lookup(1, 5, "y"); !ok || de.node != nil {
+		t.Errorf("lookup of a name absent from a complete listing = %+v, %v; want negative hit", de, ok)
+	}
+	names, _, ok := c.listing(1, 5)
+	if !ok || len(names) != 2 {
+		t.Errorf("listing = %v, %v", names, ok)
+	}
+}
+
+func TestCacheBoundedAndEvictionUnpins(t *testing.T) {
+	c, unpins := testCache(CacheLimits{DirBytes: 10 * dentryCost, AttrBytes: 5 * attrCost})
+	for i := uint64(1); i <= 100; i++ {
+		c.putName(1, i, c.dirGen(1, i), "n", &node{id: i, up: i}, &upstream.Attr{})
+	}
+	st := c.Stats()
+	if st.Dirs > 10 || st.Attrs > 5 {
+		t.Errorf("cache holds %d dirs and %d attrs, over its bounds", st.Dirs, st.Attrs)
+	}
+	evicted := 0
+	for _, k := range unpins {
+		evicted += k
+	}
+	if evicted != 100-st.Dirs {
+		t.Errorf("%d unpins for %d evicted directories", evicted, 100-st.Dirs)
+	}
+	// An evicted directory refuses fills begun before its eviction only
+	// if it was invalidated; a new fill works.
+	if !c.putName(1, 1, c.dirGen(1, 1), "n", &node{id: 1, up: 1}, &upstream.Attr{}) {
+		t.Error("refill of an evicted directory refused")
+	}
+}
+
+func TestCacheExpires(t *testing.T) {
+	c, _ := testCache(CacheLimits{})
+	now := time.Now()
+	c.now = func() time.Time { return now }
+	c.putName(1, 5, c.dirGen(1, 5), "a", &node{id: 2, up: 20}, &upstream.Attr{})
+	now = now.Add(2 * time.Hour)
+	if _, ok := c.lookup(1, 5, "a"); ok {
+		t.Error("lookup hit after the TTL")
+	}
+	if _, ok := c.attr(1, 20); ok {
+		t.Error("attr hit after the TTL")
+	}
+}
+
+func TestCacheNewEpochStartsEmpty(t *testing.T) {
+	c, _ := testCache(CacheLimits{})
+	c.putName(1, 5, c.dirGen(1, 5), "a", &node{id: 2, up: 20}, &upstream.Attr{})
+	if _, ok := c.lookup(2, 5, "a"); ok {
+		t.Error("a name from an old host session answered in a new one")
+	}
+}
