@@ -140,21 +140,32 @@ func (c *metaCache) setGenLocked(dir, gen uint64) {
 	c.gens[dir] = gen
 }
 
-// dirLocked returns dir's cache entry if gen is still current, creating
-// it if needed.
+// fence returns a generation that fills of any directory may pass as
+// gen: they are refused if the directory is invalidated after it.
+func (c *metaCache) fence(epoch uint64) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.syncLocked(epoch)
+	return c.gen
+}
+
+// dirLocked returns dir's cache entry if it was not invalidated after
+// gen, creating it if needed. Generations only grow, so a directory
+// invalidated later has a generation above gen.
 func (c *metaCache) dirLocked(epoch, dir, gen uint64) *dirCache {
 	c.syncLocked(epoch)
 	if d, ok := c.dirs.get(dir); ok {
-		if d.gen != gen {
+		if d.gen > gen {
 			return nil
 		}
 		return d
 	}
-	if c.uncachedGenLocked(dir) != gen {
+	cur := c.uncachedGenLocked(dir)
+	if cur > gen {
 		return nil
 	}
 	delete(c.gens, dir)
-	d := &dirCache{gen: gen, names: map[string]dentry{}}
+	d := &dirCache{gen: cur, names: map[string]dentry{}}
 	c.dirs.add(dir, d)
 	return d
 }

@@ -85,12 +85,8 @@ func (fs *FS) releaseSnap(s *dirSnap) {
 func (f *dirFill) gather(fs *FS, name string, n *node, a *upstream.Attr) {
 	if n != nil {
 		fs.nodes.pin(n)
-		f.attrs = append(f.attrs, *a)
-	} else {
-		f.attrs = append(f.attrs, upstream.Attr{})
 	}
-	f.names = append(f.names, name)
-	f.nodes = append(f.nodes, n)
+	f.add(name, n, a)
 }
 
 // finish caches the listing; it is abandoned if the cache refuses it.
@@ -107,4 +103,46 @@ func (f *dirFill) abandon(fs *FS) {
 			fs.unpin(n)
 		}
 	}
+}
+
+// treeBudget is how many entries one prefetch asks for.
+const treeBudget = 8192
+
+// prefetch asks the host for the listings of dir and the directories
+// under it, breadth first, and caches them: a tree walk then finds its
+// names and attributes in the guest. It reports whether dir's own
+// listing was cached.
+func (fs *FS) prefetch(dir *node, up, epoch uint64) (bool, error) {
+	gen := fs.cache.fence(epoch)
+	var resp upstream.TreeResp
+	if err := fs.rpc(upstream.OpReadTree, &upstream.TreeReq{Node: up, MaxEntries: treeBudget}, &resp); err != nil {
+		return false, err
+	}
+	known := map[uint64]*node{up: dir}
+	cached := false
+	for _, td := range resp.Dirs {
+		f := &dirFill{epoch: epoch, dir: td.Node, gen: gen}
+		parent := known[td.Node]
+		for _, e := range td.Entries {
+			var n *node
+			if e.Entry.Node != 0 {
+				n = fs.nodes.adopt(parent, e.Name, e.Entry.Node, epoch, e.Entry.Attr.Mode)
+				known[e.Entry.Node] = n
+			}
+			f.add(e.Name, n, &e.Entry.Attr)
+		}
+		if parent == nil || !fs.cache.putListing(epoch, td.Node, gen, f.names, f.nodes, f.attrs) {
+			f.abandon(fs)
+			continue
+		}
+		cached = cached || td.Node == up
+	}
+	return cached, nil
+}
+
+// add appends an entry whose node (if any) is pinned already.
+func (f *dirFill) add(name string, n *node, a *upstream.Attr) {
+	f.names = append(f.names, name)
+	f.nodes = append(f.nodes, n)
+	f.attrs = append(f.attrs, *a)
 }

@@ -29,7 +29,15 @@ func (fs *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut
 		caching := fs.mayCacheMeta(n)
 		out.OpenFlags = fs.openFlags(n)
 		if caching {
-			if h := fs.openSnap(n, up, epoch); h != nil {
+			h := fs.openSnap(n, up, epoch)
+			if h == nil {
+				if ok, err := fs.prefetch(n, up, epoch); err != nil {
+					return err
+				} else if ok {
+					h = fs.openSnap(n, up, epoch)
+				}
+			}
+			if h != nil {
 				out.Fh = h.id
 				return nil
 			}

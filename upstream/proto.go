@@ -65,6 +65,7 @@ const (
 	OpGetlk
 	OpSetlk
 	OpAccess
+	OpReadTree
 	opCount
 )
 
@@ -375,6 +376,27 @@ type AccessReq struct {
 	Node   uint64
 	Mask   uint32
 	Caller Caller
+}
+
+// TreeReq asks for the listings, with attributes, of a directory and
+// its subdirectories breadth first, up to MaxEntries entries in all.
+type TreeReq struct {
+	Node       uint64
+	MaxEntries uint32
+}
+
+// TreeDir is one directory's whole listing. Each entry but "." and ".."
+// carries an Entry, counting one host reference.
+type TreeDir struct {
+	Node    uint64
+	Entries []Dirent
+}
+
+// TreeResp holds whole listings only: a directory that did not fit is
+// left out, and Truncated says the walk stopped early.
+type TreeResp struct {
+	Dirs      []TreeDir
+	Truncated bool
 }
 
 // Events, host to guest, in KindEvent frames with Op EvInvalidate.

@@ -67,6 +67,7 @@ func init() {
 	on(OpLseek, (*session).lseek)
 	on(OpGetlk, (*session).getlk)
 	on(OpSetlk, (*session).setlk)
+	on(OpReadTree, (*session).readTree)
 }
 
 // withNode resolves a node id and an O_PATH fd for it, and runs f.

@@ -108,7 +108,8 @@ var opNames = [...]string{OpHello: "hello", OpPing: "ping", OpLookup: "lookup", 
 	OpFlush: "flush", OpFsync: "fsync", OpRelease: "release", OpOpendir: "opendir",
 	OpReaddir: "readdir", OpReleasedir: "releasedir", OpStatfs: "statfs", OpGetxattr: "getxattr",
 	OpListxattr: "listxattr", OpSetxattr: "setxattr", OpRemovexattr: "removexattr",
-	OpFallocate: "fallocate", OpLseek: "lseek", OpGetlk: "getlk", OpSetlk: "setlk", OpAccess: "access"}
+	OpFallocate: "fallocate", OpLseek: "lseek", OpGetlk: "getlk", OpSetlk: "setlk", OpAccess: "access",
+	OpReadTree: "readtree"}
 
 func (op Op) String() string {
 	if int(op) < len(opNames) && opNames[op] != "" {

@@ -24,6 +24,8 @@ type guestFlags struct {
 	defaultMode string
 	ctl         string
 	debug       bool
+	cacheTTL    time.Duration
+	limits      cachefs.CacheLimits
 }
 
 func (g *guestFlags) register(fl *flag.FlagSet) {
@@ -31,6 +33,13 @@ func (g *guestFlags) register(fl *flag.FlagSet) {
 	fl.StringVar(&g.defaultMode, "default-mode", "consistent", "mode of unregistered paths: consistent, cached or delegated")
 	fl.StringVar(&g.ctl, "ctl", defaultCtlSocket(), "control socket path")
 	fl.BoolVar(&g.debug, "debug", false, "log every FUSE request")
+	fl.DurationVar(&g.cacheTTL, "cache-ttl", 30*time.Second, "longest a cached subtree trusts metadata without news from the host")
+	fl.IntVar(&g.limits.DirBytes, "cache-dir-bytes", 64<<20, "bound on cached names and listings, bytes")
+	fl.IntVar(&g.limits.AttrBytes, "cache-attr-bytes", 16<<20, "bound on cached attributes, bytes")
+}
+
+func (g *guestFlags) options(c *upstream.Client, pol *consistency.Policy) cachefs.Options {
+	return cachefs.Options{Client: c, Policy: pol, CacheTTL: g.cacheTTL, CacheLimits: g.limits}
 }
 
 func (g *guestFlags) policy() (*consistency.Policy, error) {
@@ -67,7 +76,7 @@ func mount(args []string) error {
 	if err != nil {
 		return err
 	}
-	fs := cachefs.New(cachefs.Options{Client: c, Policy: pol})
+	fs := cachefs.New(g.options(c, pol))
 	srv, err := cachefs.Mount(fs, fl.Arg(0), cachefs.MountOptions{Debug: g.debug, Name: *addr})
 	if err != nil {
 		return err
@@ -89,7 +98,7 @@ func local(args []string) error {
 		return err
 	}
 	env, err := harness.Launch(harness.Options{Export: *export, Mountpoint: fl.Arg(0),
-		LinkDelay: g.linkDelay, Policy: pol, Debug: g.debug, Logf: log.Printf})
+		LinkDelay: g.linkDelay, FS: g.options(nil, pol), Debug: g.debug, Logf: log.Printf})
 	if err != nil {
 		return err
 	}

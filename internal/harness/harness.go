@@ -25,8 +25,9 @@ type Options struct {
 	Socket     string                 // unix socket path; empty: a temporary one
 	Server     upstream.ServerOptions // Export is filled in
 	LinkDelay  time.Duration
-	Policy     *consistency.Policy
-	CacheTTL   time.Duration
+	Policy     *consistency.Policy // shorthand for FS.Policy
+	CacheTTL   time.Duration       // shorthand for FS.CacheTTL
+	FS         cachefs.Options     // Client is filled in
 	Debug      bool
 	Logf       func(format string, args ...any)
 }
@@ -84,7 +85,18 @@ func (e *Env) start(o Options) error {
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
-	e.FS = cachefs.New(cachefs.Options{Client: e.Client, Policy: o.Policy, CacheTTL: o.CacheTTL, Logf: o.Logf})
+	fo := o.FS
+	fo.Client = e.Client
+	if o.Policy != nil {
+		fo.Policy = o.Policy
+	}
+	if o.CacheTTL != 0 {
+		fo.CacheTTL = o.CacheTTL
+	}
+	if fo.Logf == nil {
+		fo.Logf = o.Logf
+	}
+	e.FS = cachefs.New(fo)
 	e.Mount, err = cachefs.Mount(e.FS, o.Mountpoint, cachefs.MountOptions{Debug: o.Debug})
 	return err
 }
