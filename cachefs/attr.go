@@ -29,8 +29,15 @@ func setAttr(out *fuse.Attr, a *upstream.Attr) {
 	out.Ctime, out.Ctimensec = splitNs(a.Ctime)
 }
 
+// splitNs splits nanoseconds since the epoch into seconds and a
+// nanosecond part in [0, 1e9), as the kernel wants them (also before
+// 1970).
 func splitNs(ns int64) (uint64, uint32) {
-	return uint64(ns / 1e9), uint32(ns % 1e9)
+	sec, nsec := ns/1e9, ns%1e9
+	if nsec < 0 {
+		sec, nsec = sec-1, nsec+1e9
+	}
+	return uint64(sec), uint32(nsec)
 }
 
 func setTimeout(d time.Duration) (uint64, uint32) {

@@ -55,7 +55,9 @@ type dirCache struct {
 	cost     int
 }
 
-// dentry is a cached name; a nil node means the name does not exist.
+// dentry is a cached name; a nil node means the name does not exist,
+// except for "." and ".." in a listing. attr is as the name was found;
+// attributes to give the kernel come from the attribute cache.
 type dentry struct {
 	node    *node
 	attr    upstream.Attr
@@ -191,6 +193,17 @@ func (c *metaCache) lookup(epoch, dir uint64, name string) (dentry, bool) {
 	return dentry{}, false
 }
 
+// peekName returns the node cached as name in dir, if any, fresh or not.
+func (c *metaCache) peekName(epoch, dir uint64, name string) *node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.syncLocked(epoch)
+	if d, ok := c.dirs.peek(dir); ok {
+		return d.names[name].node
+	}
+	return nil
+}
+
 // putName caches name in dir as n (nil: absent) with attributes a. It
 // reports false if dir changed since gen; then nothing was cached.
 func (c *metaCache) putName(epoch, dir, gen uint64, name string, n *node, a *upstream.Attr) bool {
@@ -264,11 +277,10 @@ func (c *metaCache) putListing(epoch, dir, gen uint64, names []string, nodes []*
 	d.cost = 0
 	for i, name := range names {
 		d.cost += dentryCost + len(name)
-		if nodes[i] == nil { // "." and ".."
-			continue
-		}
 		d.names[name] = dentry{node: nodes[i], attr: attrs[i], expires: exp}
-		c.putAttrLocked(nodes[i].up, &attrs[i])
+		if nodes[i] != nil { // nil for "." and "..", which are never looked up
+			c.putAttrLocked(nodes[i].up, &attrs[i])
+		}
 	}
 	d.order, d.complete, d.expires = names, true, exp
 	c.dirs.resized(old, d.cost)

@@ -50,10 +50,7 @@ func (fs *FS) readSnap(h *handle, s *dirSnap, off uint64, out *fuse.DirEntryList
 	for i := off; i < uint64(len(s.names)); i++ {
 		name := s.names[i]
 		de := s.ents[name]
-		e := fuse.DirEntry{Name: name, Off: i + 1, Mode: sIFDIR}
-		if de.node != nil {
-			e.Mode, e.Ino = de.attr.Mode, de.attr.Ino
-		}
+		e := fuse.DirEntry{Name: name, Off: i + 1, Mode: de.attr.Mode, Ino: de.attr.Ino}
 		if !plus {
 			if !out.AddDirEntry(e) {
 				return
@@ -64,9 +61,14 @@ func (fs *FS) readSnap(h *handle, s *dirSnap, off uint64, out *fuse.DirEntryList
 		if eo == nil {
 			return
 		}
-		if de.node != nil {
+		// Without fresh attributes the entry goes without them: stale ones
+		// would overwrite what the kernel knows.
+		if de.node == nil {
+			continue
+		}
+		if a, ok := fs.cache.attr(h.epoch, de.node.up); ok {
 			fs.nodes.kernelRef(de.node, h.node, name)
-			fs.fillEntry(eo, de.node, &de.attr)
+			fs.fillEntry(eo, de.node, &a)
 		}
 	}
 }
@@ -129,7 +131,7 @@ func (fs *FS) prefetch(dir *node, up, epoch uint64) (bool, error) {
 				n = fs.nodes.adopt(parent, e.Name, e.Entry.Node, epoch, e.Entry.Attr.Mode)
 				known[e.Entry.Node] = n
 			}
-			f.add(e.Name, n, &e.Entry.Attr)
+			f.add(e.Name, n, direntAttr(&e))
 		}
 		if parent == nil || !fs.cache.putListing(epoch, td.Node, gen, f.names, f.nodes, f.attrs) {
 			f.abandon(fs)
@@ -145,4 +147,13 @@ func (f *dirFill) add(name string, n *node, a *upstream.Attr) {
 	f.names = append(f.names, name)
 	f.nodes = append(f.nodes, n)
 	f.attrs = append(f.attrs, *a)
+}
+
+// direntAttr returns the attributes of a listed entry; for "." and "..",
+// which carry none, its inode number and type.
+func direntAttr(e *upstream.Dirent) *upstream.Attr {
+	if e.Entry.Node == 0 {
+		return &upstream.Attr{Ino: e.Ino, Mode: e.Mode}
+	}
+	return &e.Entry.Attr
 }

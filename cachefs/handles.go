@@ -100,3 +100,34 @@ func (fs *FS) withHandle(fh uint64, f func(h *handle, up uint64) error) fuseStat
 		return f(h, up)
 	})
 }
+
+// lazyOf returns n's handles that were opened lazily and not yet on the
+// host.
+func (t *handleTable) lazyOf(n *node) []*handle {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []*handle
+	for _, h := range t.byID {
+		if h.node != n || h.dir {
+			continue
+		}
+		h.mu.Lock()
+		if h.epoch == 0 {
+			out = append(out, h)
+		}
+		h.mu.Unlock()
+	}
+	return out
+}
+
+// materialize opens on the host the lazily opened handles of n before a
+// change that may take its last name: afterwards it could not be opened,
+// and its open files must keep reading it.
+func (fs *FS) materialize(n *node, epoch uint64) {
+	if n == nil {
+		return
+	}
+	for _, h := range fs.handles.lazyOf(n) {
+		fs.upHandle(h, epoch)
+	}
+}

@@ -146,7 +146,7 @@ func (fs *FS) fillDirEntries(h *handle, buf *dirBuf, out *fuse.DirEntryList) *di
 			n = fs.entered(dir, e.Name, &e.Entry, buf.epoch, eo)
 		}
 		if h.fill != nil {
-			h.fill.gather(fs, e.Name, n, &e.Entry.Attr)
+			h.fill.gather(fs, e.Name, n, direntAttr(&e))
 		}
 	}
 	return buf.rest(len(buf.ents)) // at EOF, answers the final call locally

@@ -36,11 +36,16 @@ func (fs *FS) lookupCached(parent *node, pup uint64, name string, epoch uint64, 
 			fs.negativeEntry(parent, out)
 			return nil
 		}
-		fs.nodes.kernelRef(de.node, parent, name)
-		a := de.attr
-		if fresh, ok := fs.cache.attr(epoch, de.node.up); ok {
-			a = fresh
+		a, ok := fs.cache.attr(epoch, de.node.up)
+		if !ok { // the name is known, its attributes are not: ask for them
+			var resp upstream.AttrResp
+			if err := fs.rpc(upstream.OpGetattr, &upstream.NodeReq{Node: de.node.up}, &resp); err != nil {
+				return err
+			}
+			a = resp.Attr
+			fs.cache.putAttr(epoch, de.node.up, &a)
 		}
+		fs.nodes.kernelRef(de.node, parent, name)
 		fs.fillEntry(out, de.node, &a)
 		return nil
 	}

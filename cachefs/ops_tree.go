@@ -34,6 +34,23 @@ func (fs *FS) dirChanged(dir uint64) {
 	fs.cache.dropAttr(dir)
 }
 
+// nameNode returns the node known as name in parent, if any: a node
+// with several names is indexed under the last one seen, so the cache
+// is asked too.
+func (fs *FS) nameNode(parent *node, pup uint64, name string, epoch uint64) *node {
+	if n := fs.nodes.child(parent, name); n != nil {
+		return n
+	}
+	return fs.cache.peekName(epoch, pup, name)
+}
+
+// nodesChanged drops the cached attributes of host nodes.
+func (fs *FS) nodesChanged(ups []uint64) {
+	for _, up := range ups {
+		fs.cache.dropAttr(up)
+	}
+}
+
 // nodeChanged drops the cached attributes of a node the guest changed.
 func (fs *FS) nodeChanged(n *node, epoch uint64) {
 	if n == nil {
@@ -98,9 +115,11 @@ func (fs *FS) remove(nodeid uint64, name string, op upstream.Op) fuse.Status {
 		if err != nil {
 			return err
 		}
-		err = fs.rpc(op, &upstream.UnlinkReq{Parent: pup, Name: name}, &upstream.Empty{})
+		fs.materialize(fs.nameNode(parent, pup, name, epoch), epoch)
+		var resp upstream.ChangedResp
+		err = fs.rpc(op, &upstream.UnlinkReq{Parent: pup, Name: name}, &resp)
 		fs.dirChanged(pup)
-		fs.nodeChanged(fs.nodes.child(parent, name), epoch)
+		fs.nodesChanged(resp.Nodes)
 		if err != nil {
 			return err
 		}
@@ -120,11 +139,12 @@ func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, name, newName st
 			return err
 		}
 		req := &upstream.RenameReq{Parent: pup, Name: name, NewParent: npup, NewName: newName, Flags: in.Flags}
-		err = fs.rpc(upstream.OpRename, req, &upstream.Empty{})
+		fs.materialize(fs.nameNode(newParent, npup, newName, epoch), epoch)
+		var resp upstream.ChangedResp
+		err = fs.rpc(upstream.OpRename, req, &resp)
 		fs.dirChanged(pup)
 		fs.dirChanged(npup)
-		fs.nodeChanged(fs.nodes.child(parent, name), epoch)
-		fs.nodeChanged(fs.nodes.child(newParent, newName), epoch)
+		fs.nodesChanged(resp.Nodes)
 		if err != nil {
 			return err
 		}

@@ -223,6 +223,12 @@ type UnlinkReq struct {
 	Name   string
 }
 
+// ChangedResp names the nodes of this session whose attributes an
+// unlink or rename changed, so caches can drop them.
+type ChangedResp struct {
+	Nodes []uint64
+}
+
 // Rename flags, as renameat2.
 const (
 	RenameNoReplace uint32 = 1

@@ -109,15 +109,24 @@ func linkFD(fd int, n *node, dfd int, name string) error {
 	return unix.Linkat(unix.AT_FDCWD, procPath(fd), dfd, name, unix.AT_SYMLINK_FOLLOW)
 }
 
-func (ss *session) unlink(req *UnlinkReq, _ *Empty) error {
-	return ss.remove(req, 0)
+func (ss *session) unlink(req *UnlinkReq, resp *ChangedResp) error {
+	return ss.remove(req, 0, resp)
 }
 
-func (ss *session) rmdir(req *UnlinkReq, _ *Empty) error {
-	return ss.remove(req, unix.AT_REMOVEDIR)
+func (ss *session) rmdir(req *UnlinkReq, resp *ChangedResp) error {
+	return ss.remove(req, unix.AT_REMOVEDIR, resp)
 }
 
-func (ss *session) remove(req *UnlinkReq, flags int) error {
+// add lists the known nodes among ns in resp.
+func (resp *ChangedResp) add(ns ...*node) {
+	for _, n := range ns {
+		if n != nil {
+			resp.Nodes = append(resp.Nodes, n.id)
+		}
+	}
+}
+
+func (ss *session) remove(req *UnlinkReq, flags int, resp *ChangedResp) error {
 	if err := ss.writable(); err != nil {
 		return err
 	}
@@ -127,6 +136,7 @@ func (ss *session) remove(req *UnlinkReq, flags int) error {
 			return err
 		}
 		ss.unlinked(victim)
+		resp.add(victim)
 		return nil
 	})
 }
@@ -150,7 +160,7 @@ func (ss *session) unlinked(n *node) {
 	ss.pinOpenFiles(n)
 }
 
-func (ss *session) rename(req *RenameReq, _ *Empty) error {
+func (ss *session) rename(req *RenameReq, resp *ChangedResp) error {
 	if err := ss.writable(); err != nil {
 		return err
 	}
@@ -169,6 +179,7 @@ func (ss *session) rename(req *RenameReq, _ *Empty) error {
 			} else {
 				ss.unlinked(replaced)
 			}
+			resp.add(moving, replaced)
 			return nil
 		})
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/cachefs/cachefs/consistency"
 	"github.com/cachefs/cachefs/upstream"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 )
 
 // Options configure an Env. The zero value of each field but Export and
@@ -105,7 +106,7 @@ func (e *Env) start(o Options) error {
 func (e *Env) Close() error {
 	var err error
 	if e.Mount != nil {
-		err = unmount(e.Mount)
+		err = unmount(e.Mount, e.Mountpoint)
 	}
 	if e.Client != nil {
 		e.Client.Close()
@@ -122,14 +123,18 @@ func (e *Env) Close() error {
 	return err
 }
 
-// unmount retries while the mount is busy for a moment after use.
-func unmount(s *fuse.Server) error {
+// unmount retries while the mount is busy for a moment after use, then
+// detaches it lazily (a file left open must not wedge the caller).
+func unmount(s *fuse.Server, dir string) error {
 	var err error
-	for i := 0; i < 50; i++ {
+	for i := 0; i < 10; i++ {
 		if err = s.Unmount(); err == nil {
 			return nil
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return err
+	if derr := unix.Unmount(dir, unix.MNT_DETACH); derr != nil {
+		return fmt.Errorf("%v; lazy unmount: %v", err, derr)
+	}
+	return nil
 }
