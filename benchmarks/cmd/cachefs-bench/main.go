@@ -1,0 +1,90 @@
+// Command cachefs-bench measures workloads on the native disk, on a
+// go-fuse loopback mount and on cachefs (and optionally bindfs and
+// sshfs), side by side in one run. benchmarks/run.sh installs what it
+// needs, builds the daemons and runs it; see docs/benchmarks.md.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// config is the command line. Zero values are filled by defaults().
+type config struct {
+	Quick     bool
+	Runs      int
+	Systems   string        // comma separated; "default" or "all"
+	Workloads string        // comma separated; "all"
+	Work      string        // scratch: inputs, exports, mountpoints, logs
+	Bin       string        // cachefsd and loopback; then PATH
+	Out       string        // results.{json,csv,md}, chart.svg
+	Docs      string        // markdown file whose results section is rewritten
+	Publish   string        // directory that gets chart.svg and results.csv for the docs
+	Timeout   time.Duration // limit of one phase
+	// RepeatBelow: a cell whose first run took longer is not repeated.
+	RepeatBelow time.Duration
+	Command     string // the command line recorded in the report
+}
+
+func main() {
+	var c config
+	flag.BoolVar(&c.Quick, "quick", false, "small inputs, one run: a check for CI, under 2 minutes")
+	flag.IntVar(&c.Runs, "runs", 0, "runs per cell (default 3, or 1 with --quick)")
+	flag.StringVar(&c.Systems, "systems", "default", "comma-separated systems, \"default\" or \"all\": "+systemNames())
+	flag.StringVar(&c.Workloads, "workloads", "all", "comma-separated workloads or \"all\": "+workloadNames())
+	flag.StringVar(&c.Work, "work", "/var/tmp/cachefs-bench", "work directory on the disk under test")
+	flag.StringVar(&c.Bin, "bin", "", "directory holding cachefsd and loopback (default WORK/bin)")
+	flag.StringVar(&c.Out, "out", "benchmarks/out", "output directory")
+	flag.StringVar(&c.Docs, "docs", "", "markdown file whose results section to regenerate")
+	flag.StringVar(&c.Publish, "publish", "", "directory to copy chart.svg and results.csv to, linked from --docs")
+	flag.DurationVar(&c.Timeout, "timeout", 0, "limit of one phase; slower cells show as >LIMIT (default 2m)")
+	flag.DurationVar(&c.RepeatBelow, "repeat-below", 45*time.Second, "run a cell again only if its first run took less")
+	flag.StringVar(&c.Command, "command", "", "command line to record (default: this one)")
+	flag.Parse()
+	c.defaults()
+	r, err := newRunner(c)
+	if err == nil {
+		err = r.run()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cachefs-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func (c *config) defaults() {
+	if c.Runs == 0 {
+		c.Runs = 3
+		if c.Quick {
+			c.Runs = 1
+		}
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 2 * time.Minute
+	}
+	if c.Bin == "" {
+		c.Bin = c.Work + "/bin"
+	}
+	if c.Command == "" {
+		c.Command = strings.Join(os.Args, " ")
+	}
+}
+
+func systemNames() string {
+	var n []string
+	for _, s := range systems {
+		n = append(n, s.Name)
+	}
+	return strings.Join(n, ",")
+}
+
+func workloadNames() string {
+	var n []string
+	for _, w := range workloads {
+		n = append(n, w.Name)
+	}
+	return strings.Join(n, ",")
+}

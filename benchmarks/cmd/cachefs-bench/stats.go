@@ -1,0 +1,57 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os/exec"
+)
+
+// upstreamStats is the part of `cachefsd ctl --json stats` we use.
+type upstreamStats struct {
+	Sent int64
+	Ops  map[string]int64
+}
+
+type ctlAnswer struct {
+	Stats struct {
+		Upstream struct {
+			Sent int64
+			Ops  []struct {
+				Op    string
+				Count int64
+			}
+		}
+	}
+}
+
+// ctlStats asks a cachefs daemon for its counters.
+func (r *runner) ctlStats(m *mount) (*upstreamStats, error) {
+	tool, err := r.toolPath("cachefsd")
+	if err != nil {
+		return nil, err
+	}
+	out, err := exec.Command(tool, "ctl", "--socket", m.ctl, "--json", "stats").Output()
+	if err != nil {
+		return nil, fmt.Errorf("cachefsd ctl stats: %v", err)
+	}
+	var a ctlAnswer
+	if err := json.Unmarshal(out, &a); err != nil {
+		return nil, fmt.Errorf("cachefsd ctl stats: %v", err)
+	}
+	st := &upstreamStats{Sent: a.Stats.Upstream.Sent, Ops: map[string]int64{}}
+	for _, o := range a.Stats.Upstream.Ops {
+		st.Ops[o.Op] += o.Count
+	}
+	return st, nil
+}
+
+// delta returns after minus before, op by op.
+func (after *upstreamStats) delta(before *upstreamStats) *upstreamStats {
+	d := &upstreamStats{Sent: after.Sent - before.Sent, Ops: map[string]int64{}}
+	for op, n := range after.Ops {
+		if n -= before.Ops[op]; n != 0 {
+			d.Ops[op] = n
+		}
+	}
+	return d
+}

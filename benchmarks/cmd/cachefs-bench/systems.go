@@ -1,0 +1,104 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// A system is one way for a workload to reach a directory: the native
+// directory itself or a mount of it.
+type system struct {
+	Name  string
+	About string
+	// Tool is the executable the system needs, looked up in the bin
+	// directory and then in PATH; empty for native.
+	Tool string
+	// Default puts the system in the default --systems set.
+	Default bool
+	// Args are the daemon's arguments after the tool name; {export},
+	// {mnt} and {ctl} are replaced.
+	Args []string
+	// Ctl marks a cachefs daemon, which has a control socket.
+	Ctl bool
+	// prepare, if set, runs once before the first mount and returns
+	// Args (sshfs starts its sshd).
+	prepare func(r *runner, s *system) ([]string, error)
+	// roots are processes besides the daemon whose CPU and memory count
+	// (sshfs's sshd).
+	roots []int
+}
+
+// systems is the table of every system the suite knows, in report order.
+// The default set leaves out cached and delegated at link delay 0 to
+// keep the full suite near 40 minutes on 2 cores; --systems=all has them.
+var systems = []system{
+	{Name: "native", About: "the directory itself, no FUSE", Default: true},
+	{Name: "loopback", About: "go-fuse loopback, 1 s entry/attr timeouts, no passthrough: FUSE cost alone",
+		Tool: "loopback", Default: true, Args: []string{"{mnt}", "{export}"}},
+	cachefsSystem("consistent", "0", true),
+	cachefsSystem("consistent", "50us", true),
+	cachefsSystem("cached", "0", false),
+	cachefsSystem("cached", "50us", true),
+	cachefsSystem("delegated", "0", false),
+	cachefsSystem("delegated", "50us", true),
+	{Name: "bindfs", About: "bindfs (libfuse, default options)", Tool: "bindfs", Default: true,
+		Args: []string{"-f", "--no-allow-other", "{export}", "{mnt}"}},
+	{Name: "sshfs", About: "sshfs to 127.0.0.1 (sshd started by the suite)", Tool: "sshfs", Default: true,
+		prepare: prepareSSH},
+}
+
+func cachefsSystem(mode, delay string, def bool) system {
+	return system{
+		Name:    "cachefs-" + mode + "-" + delay,
+		About:   fmt.Sprintf("cachefsd local, --default-mode %s --link-delay %s", mode, delay),
+		Tool:    "cachefsd",
+		Default: def,
+		Ctl:     true,
+		Args: []string{"local", "--export", "{export}", "--ctl", "{ctl}",
+			"--link-delay", delay, "--default-mode", mode, "{mnt}"},
+	}
+}
+
+// quickSystems is the default set of --quick: the default systems that
+// need no tool from outside the repository.
+var quickSystems = []string{"native", "loopback", "cachefs-consistent-0", "cachefs-consistent-50us",
+	"cachefs-cached-50us", "cachefs-delegated-50us"}
+
+func findSystem(name string) (*system, error) {
+	for i := range systems {
+		if systems[i].Name == name {
+			return &systems[i], nil
+		}
+	}
+	return nil, fmt.Errorf("unknown system %q", name)
+}
+
+// toolPath finds a tool in the bin directory or PATH.
+func (r *runner) toolPath(name string) (string, error) {
+	p := filepath.Join(r.cfg.Bin, name)
+	if st, err := os.Stat(p); err == nil && !st.IsDir() {
+		return p, nil
+	}
+	return exec.LookPath(name)
+}
+
+// available says why a system cannot run here, or "" if it can.
+func (r *runner) available(s *system) string {
+	if s.Tool == "" {
+		return ""
+	}
+	if _, err := r.toolPath(s.Tool); err != nil {
+		return fmt.Sprintf("%s not found (run benchmarks/run.sh to install it)", s.Tool)
+	}
+	if s.prepare != nil {
+		args, err := s.prepare(r, s)
+		if err != nil {
+			return err.Error()
+		}
+		s.Args = args
+		s.prepare = nil
+	}
+	return ""
+}

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Runs the cachefs benchmark suite: installs what it needs (Debian
+# packages, only if missing), builds cachefsd, the go-fuse loopback and
+# cachefs-bench, and measures every system x workload cell.
+#
+#   benchmarks/run.sh            full suite (20-40 min); rewrites docs/benchmarks.md
+#   benchmarks/run.sh --quick    small inputs, one run (under 2 min)
+#   benchmarks/run.sh --systems=native,loopback,cachefs-consistent-0 --workloads=dd,stat
+#
+# Other flags go to cachefs-bench (--runs, --work, --out, --timeout; see
+# `cachefs-bench --help`). WORK (default /var/tmp/cachefs-bench) holds
+# the inputs, exports, mountpoints and daemon logs; results go to
+# benchmarks/out/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+work=${WORK:-/var/tmp/cachefs-bench}
+quick=0
+for a in "$@"; do
+	case "$a" in
+	--quick) quick=1 ;;
+	--work=*) work=${a#--work=} ;;
+	esac
+done
+
+need=()
+for p in fuse3 fio bindfs sshfs openssh-server openssh-client xz-utils; do
+	dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+done
+if [ "$quick" = 0 ]; then
+	dpkg -s linux-source-6.1 >/dev/null 2>&1 || need+=(linux-source-6.1)
+fi
+if [ ${#need[@]} -gt 0 ]; then
+	echo "installing ${need[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+mkdir -p "$work/bin"
+go build -o "$work/bin/cachefsd" ./cmd/cachefsd
+go build -o "$work/bin/loopback" ./benchmarks/loopback
+go build -o "$work/bin/cachefs-bench" ./benchmarks/cmd/cachefs-bench
+
+args=(--work "$work" --bin "$work/bin" --out benchmarks/out --command "benchmarks/run.sh $*")
+if [ "$quick" = 0 ]; then
+	args+=(--docs docs/benchmarks.md --publish benchmarks/results)
+fi
+# Our own --work=DIR was consumed above; pass the rest through.
+pass=()
+for a in "$@"; do
+	case "$a" in --work=*) ;; *) pass+=("$a") ;; esac
+done
+exec "$work/bin/cachefs-bench" "${args[@]}" "${pass[@]}"
