@@ -10,7 +10,8 @@
 # Other flags go to cachefs-bench (--runs, --work, --out, --timeout; see
 # `cachefs-bench --help`). WORK (default /var/tmp/cachefs-bench) holds
 # the inputs, exports, mountpoints and daemon logs; results go to
-# benchmarks/out/.
+# benchmarks/out/. REVISION names the measured cachefs revision in the
+# report (default: git describe --always --dirty).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=${WORK:-/var/tmp/cachefs-bench}
@@ -41,7 +42,8 @@ go build -o "$work/bin/cachefsd" ./cmd/cachefsd
 go build -o "$work/bin/loopback" ./benchmarks/loopback
 go build -o "$work/bin/cachefs-bench" ./benchmarks/cmd/cachefs-bench
 
-args=(--work "$work" --bin "$work/bin" --out benchmarks/out --command "benchmarks/run.sh $*")
+rev=${REVISION:-$(git describe --always --dirty 2>/dev/null || echo unknown)}
+args=(--work "$work" --bin "$work/bin" --out benchmarks/out --revision "$rev" --command "benchmarks/run.sh $*")
 if [ "$quick" = 0 ]; then
 	args+=(--docs docs/benchmarks.md --publish benchmarks/results)
 fi

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"time"
 )
@@ -27,6 +28,7 @@ type config struct {
 	// RepeatBelow: a cell whose first run took longer is not repeated.
 	RepeatBelow time.Duration
 	Command     string // the command line recorded in the report
+	Revision    string // the cachefs revision measured
 }
 
 func main() {
@@ -43,6 +45,7 @@ func main() {
 	flag.DurationVar(&c.Timeout, "timeout", 0, "limit of one phase; slower cells show as >LIMIT (default 2m)")
 	flag.DurationVar(&c.RepeatBelow, "repeat-below", 45*time.Second, "run a cell again only if its first run took less")
 	flag.StringVar(&c.Command, "command", "", "command line to record (default: this one)")
+	flag.StringVar(&c.Revision, "revision", "", "cachefs revision to record (default: git describe --always --dirty)")
 	flag.Parse()
 	c.defaults()
 	r, err := newRunner(c)
@@ -67,6 +70,10 @@ func (c *config) defaults() {
 	}
 	if c.Bin == "" {
 		c.Bin = c.Work + "/bin"
+	}
+	if c.Revision == "" {
+		out, _ := exec.Command("git", "describe", "--always", "--dirty").Output()
+		c.Revision = strings.TrimSpace(string(out))
 	}
 	if c.Command == "" {
 		c.Command = strings.Join(os.Args, " ")

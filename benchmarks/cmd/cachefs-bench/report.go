@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,6 +38,7 @@ type report struct {
 	Sizes     sizes
 	Runs      int
 	Command   string
+	Revision  string
 	LoadStart float64
 	LoadEnd   float64
 	Systems   []string // measured, in order
@@ -49,7 +51,8 @@ type report struct {
 
 func newReport(r *runner) report {
 	rep := report{Date: time.Now().UTC().Format("2006-01-02 15:04 UTC"), Nproc: runtime.NumCPU(),
-		Size: r.sizeName(), Sizes: r.size, Runs: r.cfg.Runs, Command: r.cfg.Command}
+		Size: r.sizeName(), Sizes: r.size, Runs: r.cfg.Runs, Command: r.cfg.Command,
+		Revision: r.cfg.Revision}
 	if out, err := exec.Command("uname", "-r").Output(); err == nil {
 		rep.Kernel = strings.TrimSpace(string(out))
 	}
@@ -106,7 +109,7 @@ func (rep *report) aggregate(sys, ph string) (cell, bool) {
 		seen = true
 		if x.Err != "" {
 			if c.Err == "" {
-				c.Err = x.Err
+				c.Err = fmt.Sprintf("run %d failed after %.1fs: %s", x.Run, x.Wall, x.Err)
 			}
 			continue
 		}
