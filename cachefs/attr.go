@@ -64,3 +64,11 @@ func (fs *FS) fillAttr(out *fuse.AttrOut, n *node, a *upstream.Attr) {
 func caller(h *fuse.InHeader) upstream.Caller {
 	return upstream.Caller{Uid: h.Uid, Gid: h.Gid, Pid: h.Pid}
 }
+
+// status2err turns a FUSE status back into an error (nil for OK).
+func (fs *FS) status2err(st fuse.Status) error {
+	if st.Ok() {
+		return nil
+	}
+	return syscall.Errno(st)
+}

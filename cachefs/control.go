@@ -106,13 +106,20 @@ func (fs *FS) control(req *CtlRequest, resp *CtlResponse) error {
 func (fs *FS) Register(path string, m consistency.Mode) uint64 {
 	id := fs.policy.Register(path, m)
 	fs.invalidateAll()
+	if err := fs.watchRegistration(id, consistency.Clean(path)); err != nil {
+		fs.opts.Logf("cachefs: watching %q: %v (changes will show after the cache TTL)", path, err)
+	}
 	return id
 }
 
 // Unregister drops a registration.
 func (fs *FS) Unregister(id uint64) error {
-	if _, _, ok := fs.policy.Unregister(id); !ok {
+	_, gone, ok := fs.policy.Unregister(id)
+	if !ok {
 		return fmt.Errorf("no registration %d", id)
+	}
+	if gone {
+		fs.unwatchRegistration(id)
 	}
 	fs.invalidateAll()
 	return nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cachefs/cachefs/consistency"
+	"github.com/cachefs/cachefs/invalidation"
 	"github.com/cachefs/cachefs/upstream"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -25,6 +26,9 @@ type Options struct {
 	CacheTTL time.Duration
 	// CacheLimits bound the metadata cache's memory.
 	CacheLimits CacheLimits
+	// NoActuator turns off raising inotify events in the guest for host
+	// changes; caches are still invalidated.
+	NoActuator bool
 	// Mountpoint is where the filesystem is mounted, for naming paths in
 	// control requests. Mount sets it.
 	Mountpoint string
@@ -38,14 +42,18 @@ type Options struct {
 type FS struct {
 	fuse.RawFileSystem
 
-	opts    Options             // immutable after New
-	up      *upstream.Client    // immutable
-	nodes   *nodeTable          // immutable pointer
-	handles *handleTable        // immutable pointer
-	forgets *forgetQueue        // immutable pointer
-	policy  *consistency.Policy // immutable pointer
-	cache   *metaCache          // immutable pointer
-	ttl     time.Duration       // immutable
+	opts       Options                // immutable after New
+	up         *upstream.Client       // immutable
+	nodes      *nodeTable             // immutable pointer
+	handles    *handleTable           // immutable pointer
+	forgets    *forgetQueue           // immutable pointer
+	policy     *consistency.Policy    // immutable pointer
+	cache      *metaCache             // immutable pointer
+	act        *invalidation.Actuator // immutable; nil with NoActuator
+	evStats    eventStats
+	actPending actPending
+	watches    watchSet
+	ttl        time.Duration // immutable
 
 	mu     sync.Mutex // protects server
 	server *fuse.Server
@@ -69,6 +77,13 @@ func New(opts Options) *FS {
 	fs.ttl = opts.CacheTTL
 	fs.forgets = newForgetQueue(fs)
 	fs.cache = newMetaCache(fs.ttl, opts.CacheLimits, fs.unpin)
+	fs.actPending.m = map[kernelName]actPend{}
+	fs.watches.byReg = map[uint64]*node{}
+	if !opts.NoActuator {
+		fs.act = invalidation.NewActuator()
+	}
+	opts.Client.HandleEvents(fs.onEvents, fs.onSession)
+	fs.watchDefault()
 	return fs
 }
 
@@ -160,15 +175,22 @@ type Stats struct {
 	Nodes    int
 	Handles  int
 	Cache    CacheStats
+	Events   EventStats
 }
 
 func (fs *FS) Stats() Stats {
 	return Stats{Upstream: fs.up.Stats.Snapshot(), Nodes: fs.nodes.len(), Handles: fs.handles.len(),
-		Cache: fs.cache.Stats()}
+		Cache: fs.cache.Stats(), Events: fs.evStats.snapshot()}
 }
 
 // Destroy stops background work.
-func (fs *FS) OnUnmount() { fs.forgets.close() }
+func (fs *FS) OnUnmount() {
+	fs.forgets.close()
+	fs.opts.Client.HandleEvents(nil, nil)
+	if fs.act != nil {
+		fs.act.Close()
+	}
+}
 
 // unpin drops a cached name's hold on n, forgetting it upstream when
 // nothing holds it any more.

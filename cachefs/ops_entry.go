@@ -11,6 +11,11 @@ import (
 // Operations on names and attributes.
 
 func (fs *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+	if fs.actuating(h) {
+		if st := fs.actLookup(h, name, out); st != fuse.ENOSYS {
+			return st
+		}
+	}
 	return fs.call(func(epoch uint64) error {
 		parent, pup, err := fs.nodeUp(h.NodeId, epoch)
 		if err != nil {
@@ -109,6 +114,9 @@ func (fs *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.Attr
 }
 
 func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
+	if fs.actuating(&in.InHeader) {
+		return fs.actSetattr(in, out)
+	}
 	return fs.call(func(epoch uint64) error {
 		n, up, err := fs.nodeUp(in.NodeId, epoch)
 		if err != nil {

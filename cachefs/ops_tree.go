@@ -10,7 +10,11 @@ import (
 
 // makeEntry sends a request that creates name in the directory nodeid
 // and fills the kernel's entry from the reply.
-func (fs *FS) makeEntry(nodeid uint64, name string, out *fuse.EntryOut, op upstream.Op, req func(pup uint64) any) fuse.Status {
+func (fs *FS) makeEntry(h *fuse.InHeader, name string, out *fuse.EntryOut, op upstream.Op, req func(pup uint64) any) fuse.Status {
+	if fs.actuating(h) {
+		return fs.actCreate(h, name, out)
+	}
+	nodeid := h.NodeId
 	return fs.call(func(epoch uint64) error {
 		parent, pup, err := fs.nodeUp(nodeid, epoch)
 		if err != nil {
@@ -62,19 +66,19 @@ func (fs *FS) nodeChanged(n *node, epoch uint64) {
 }
 
 func (fs *FS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
-	return fs.makeEntry(in.NodeId, name, out, upstream.OpMknod, func(pup uint64) any {
+	return fs.makeEntry(&in.InHeader, name, out, upstream.OpMknod, func(pup uint64) any {
 		return &upstream.MknodReq{Parent: pup, Name: name, Mode: in.Mode, Rdev: in.Rdev, Caller: caller(&in.InHeader)}
 	})
 }
 
 func (fs *FS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
-	return fs.makeEntry(in.NodeId, name, out, upstream.OpMkdir, func(pup uint64) any {
+	return fs.makeEntry(&in.InHeader, name, out, upstream.OpMkdir, func(pup uint64) any {
 		return &upstream.MknodReq{Parent: pup, Name: name, Mode: in.Mode, Caller: caller(&in.InHeader)}
 	})
 }
 
 func (fs *FS) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
-	return fs.makeEntry(h.NodeId, name, out, upstream.OpSymlink, func(pup uint64) any {
+	return fs.makeEntry(h, name, out, upstream.OpSymlink, func(pup uint64) any {
 		return &upstream.SymlinkReq{Parent: pup, Name: name, Target: target, Caller: caller(h)}
 	})
 }
@@ -102,10 +106,16 @@ func (fs *FS) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fu
 }
 
 func (fs *FS) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	if fs.actuating(h) {
+		return fs.actRemove(h, name)
+	}
 	return fs.remove(h.NodeId, name, upstream.OpUnlink)
 }
 
 func (fs *FS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	if fs.actuating(h) {
+		return fs.actRemove(h, name)
+	}
 	return fs.remove(h.NodeId, name, upstream.OpRmdir)
 }
 
@@ -129,6 +139,9 @@ func (fs *FS) remove(nodeid uint64, name string, op upstream.Op) fuse.Status {
 }
 
 func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, name, newName string) fuse.Status {
+	if fs.actuating(&in.InHeader) {
+		return fs.actRename(in, name, newName)
+	}
 	return fs.call(func(epoch uint64) error {
 		parent, pup, err := fs.nodeUp(in.NodeId, epoch)
 		if err != nil {

@@ -49,14 +49,15 @@ type Client struct {
 	Stats  *Stats        // immutable pointer
 	events *eventQueue   // immutable pointer
 
-	mu       sync.Mutex // protects the following
-	cur      *clientConn
-	up       chan struct{} // closed when cur is usable
-	session  uint64
-	epoch    uint64 // counts sessions; bumps when a session is not resumed
-	hello    HelloResp
-	closed   bool
-	redialer bool // a reconnect loop is running
+	mu        sync.Mutex // protects the following
+	onSession func(resumed bool, root Entry)
+	cur       *clientConn
+	up        chan struct{} // closed when cur is usable
+	session   uint64
+	epoch     uint64 // counts sessions; bumps when a session is not resumed
+	hello     HelloResp
+	closed    bool
+	redialer  bool // a reconnect loop is running
 
 	nextID atomic.Uint64
 }
@@ -72,12 +73,22 @@ func NewClient(ctx context.Context, opts ClientOptions) (*Client, error) {
 	if opts.Logf == nil {
 		opts.Logf = log.Printf
 	}
-	c := &Client{opts: opts, Stats: newStats(), up: make(chan struct{})}
+	c := &Client{opts: opts, Stats: newStats(), up: make(chan struct{}), onSession: opts.OnSession}
 	c.events = newEventQueue(opts.OnEvents)
 	if err := c.connect(ctx); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// HandleEvents sets the receiver of host event batches (as
+// ClientOptions.OnEvents) and of session changes after reconnects (as
+// ClientOptions.OnSession), replacing those given before.
+func (c *Client) HandleEvents(events func(*EventBatch), session func(resumed bool, root Entry)) {
+	c.events.setHandler(events)
+	c.mu.Lock()
+	c.onSession = session
+	c.mu.Unlock()
 }
 
 // Hello returns the server's handshake answer of the current session.
@@ -136,9 +147,10 @@ func (c *Client) install(cc *clientConn, resp *HelloResp) {
 	first := c.cur == nil
 	c.cur, c.session, c.hello = cc, resp.Session, *resp
 	close(c.up)
+	onSession := c.onSession
 	c.mu.Unlock()
-	if !first && c.opts.OnSession != nil {
-		c.opts.OnSession(resp.Resumed, resp.Root)
+	if !first && onSession != nil {
+		onSession(resp.Resumed, resp.Root)
 	}
 }
 

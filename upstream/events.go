@@ -6,9 +6,8 @@ import "sync"
 // never blocks, and a goroutine of its own hands batches to the handler
 // in order.
 type eventQueue struct {
-	handler func(*EventBatch) // immutable
-
-	mu     sync.Mutex // protects the following
+	mu      sync.Mutex // protects the following
+	handler func(*EventBatch)
 	cond   *sync.Cond
 	q      []*EventBatch
 	closed bool
@@ -17,18 +16,22 @@ type eventQueue struct {
 func newEventQueue(h func(*EventBatch)) *eventQueue {
 	q := &eventQueue{handler: h}
 	q.cond = sync.NewCond(&q.mu)
-	if h != nil {
-		go q.run()
-	}
+	go q.run()
 	return q
 }
 
-func (q *eventQueue) push(b *EventBatch) {
-	if q.handler == nil {
-		return
-	}
+// setHandler replaces the handler; nil drops batches.
+func (q *eventQueue) setHandler(h func(*EventBatch)) {
 	q.mu.Lock()
-	q.q = append(q.q, b)
+	q.handler = h
+	q.mu.Unlock()
+}
+
+func (q *eventQueue) push(b *EventBatch) {
+	q.mu.Lock()
+	if q.handler != nil {
+		q.q = append(q.q, b)
+	}
 	q.mu.Unlock()
 	q.cond.Signal()
 }
@@ -43,10 +46,12 @@ func (q *eventQueue) run() {
 			q.mu.Unlock()
 			return
 		}
-		b := q.q[0]
+		b, h := q.q[0], q.handler
 		q.q = q.q[1:]
 		q.mu.Unlock()
-		q.handler(b)
+		if h != nil {
+			h(b)
+		}
 	}
 }
 

@@ -66,6 +66,9 @@ const (
 	OpSetlk
 	OpAccess
 	OpReadTree
+	OpWatch
+	OpUnwatch
+	OpAck
 	opCount
 )
 
@@ -405,24 +408,41 @@ type TreeResp struct {
 	Truncated bool
 }
 
+// WatchReq asks the host to watch (or, with OpUnwatch, stop watching)
+// the subtree under Node and push its changes as events.
+type WatchReq struct {
+	Node uint64
+}
+
+// AckReq acknowledges event batches up to Seq.
+type AckReq struct {
+	Seq uint64
+}
+
 // Events, host to guest, in KindEvent frames with Op EvInvalidate.
 const EvInvalidate Op = 1
 
 type EventBatch struct {
 	Seq    uint64
+	Time   int64 // host clock, ns, when the batch's first change was seen
 	Events []Event
 }
 
-// Event kinds.
+// Event kinds: what the guest must drop.
 const (
-	EvAttr    uint8 = 1 // Node's attributes or data changed
-	EvEntry   uint8 = 2 // Name in Parent was added, removed or replaced
-	EvSubtree uint8 = 3 // everything under Node may have changed (overflow)
+	EvAttr    uint8 = 1 // Node's (Name in Parent) attributes or data
+	EvEntry   uint8 = 2 // Name in Parent, and Parent's listing
+	EvSubtree uint8 = 3 // everything under Node (0: everything)
 )
 
+// Event is one host change. Op is what happened (invalidation.Op), for
+// the guest's inotify watchers; Node is 0 where the guest never saw it.
 type Event struct {
 	Kind   uint8
+	Op     uint8
 	Node   uint64
 	Parent uint64
 	Name   string
+	IsDir  bool
+	Cookie uint32
 }

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"github.com/cachefs/cachefs/invalidation"
 	"golang.org/x/sys/unix"
 )
 
@@ -13,6 +14,7 @@ func (ss *session) setattr(req *SetattrReq, resp *AttrResp) error {
 		if err := unix.Fstat(fd, &st); err != nil {
 			return err
 		}
+		ss.markNode(n, invalidation.Attrib, invalidation.Modify)
 		if err := ss.applySetattr(req, n, fd, &st); err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"github.com/cachefs/cachefs/invalidation"
 	"golang.org/x/sys/unix"
 )
 
@@ -47,6 +48,7 @@ func (ss *session) create(req *CreateReq, resp *CreateResp) error {
 		flags |= unix.O_EXCL
 	}
 	return ss.withDirName(req.Parent, req.Name, func(dir *node, dfd int) error {
+		ss.mark(dir, req.Name, invalidation.Create, invalidation.Attrib, invalidation.Modify)
 		hfd, created, err := openCreate(dfd, req.Name, flags|unix.O_CLOEXEC, req.Mode&07777)
 		if err != nil {
 			return err
@@ -86,6 +88,7 @@ func (ss *session) write(req *WriteReq, resp *WriteResp) error {
 				return err
 			}
 		}
+		ss.markNode(f.node, invalidation.Modify)
 		n, err := unix.Pwrite(fd, req.Data, req.Offset)
 		resp.Written = uint32(max(n, 0))
 		return err
@@ -115,6 +118,9 @@ func (ss *session) fsync(req *FsyncReq, _ *Empty) error {
 }
 
 func (ss *session) releaseOp(req *HandleReq, _ *Empty) error {
+	if f, err := ss.handle(req.Handle); err == nil {
+		ss.nodes.releasedLocks(f)
+	}
 	ss.release(req.Handle)
 	return nil
 }

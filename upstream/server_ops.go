@@ -68,6 +68,9 @@ func init() {
 	on(OpGetlk, (*session).getlk)
 	on(OpSetlk, (*session).setlk)
 	on(OpReadTree, (*session).readTree)
+	on(OpWatch, (*session).watch)
+	on(OpUnwatch, (*session).unwatch)
+	on(OpAck, (*session).ack)
 }
 
 // withNode resolves a node id and an O_PATH fd for it, and runs f.

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"github.com/cachefs/cachefs/invalidation"
 	"golang.org/x/sys/unix"
 )
 
@@ -47,6 +48,7 @@ func (ss *session) mknod(req *MknodReq, resp *EntryResp) error {
 		return err
 	}
 	return ss.withDirName(req.Parent, req.Name, func(dir *node, fd int) (err error) {
+		ss.mark(dir, req.Name, invalidation.Create, invalidation.Attrib)
 		if err := unix.Mknodat(fd, req.Name, req.Mode, int(req.Rdev)); err != nil {
 			return err
 		}
@@ -60,6 +62,7 @@ func (ss *session) mkdir(req *MknodReq, resp *EntryResp) error {
 		return err
 	}
 	return ss.withDirName(req.Parent, req.Name, func(dir *node, fd int) (err error) {
+		ss.mark(dir, req.Name, invalidation.Create, invalidation.Attrib)
 		if err := unix.Mkdirat(fd, req.Name, req.Mode); err != nil {
 			return err
 		}
@@ -73,6 +76,7 @@ func (ss *session) symlink(req *SymlinkReq, resp *EntryResp) error {
 		return err
 	}
 	return ss.withDirName(req.Parent, req.Name, func(dir *node, fd int) (err error) {
+		ss.mark(dir, req.Name, invalidation.Create, invalidation.Attrib)
 		if err := unix.Symlinkat(req.Target, fd, req.Name); err != nil {
 			return err
 		}
@@ -90,6 +94,7 @@ func (ss *session) link(req *LinkReq, resp *EntryResp) error {
 			return unix.EPERM
 		}
 		return ss.withDirName(req.NewParent, req.NewName, func(dir *node, dfd int) (err error) {
+			ss.mark(dir, req.NewName, invalidation.Create)
 			if err := linkFD(nfd, n, dfd, req.NewName); err != nil {
 				return err
 			}
@@ -131,6 +136,7 @@ func (ss *session) remove(req *UnlinkReq, flags int, resp *ChangedResp) error {
 		return err
 	}
 	return ss.withDirName(req.Parent, req.Name, func(dir *node, fd int) error {
+		ss.mark(dir, req.Name, invalidation.Delete)
 		victim := ss.victim(fd, req.Name)
 		if err := unix.Unlinkat(fd, req.Name, flags); err != nil {
 			return err
@@ -168,6 +174,8 @@ func (ss *session) rename(req *RenameReq, resp *ChangedResp) error {
 		return ss.withDirName(req.NewParent, req.NewName, func(ndir *node, nfd int) error {
 			moving := ss.victim(ofd, req.Name)
 			replaced := ss.victim(nfd, req.NewName)
+			ss.mark(odir, req.Name, invalidation.MoveFrom)
+			ss.mark(ndir, req.NewName, invalidation.MoveTo)
 			if err := unix.Renameat2(ofd, req.Name, nfd, req.NewName, uint(req.Flags)); err != nil {
 				return err
 			}

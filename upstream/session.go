@@ -21,6 +21,7 @@ type session struct {
 	conn    *serverConn
 	gen     uint64 // counts attach/detach, so a stale grace timer can tell
 	closed  bool
+	ev      *sessionEvents // nil until the guest watches something
 }
 
 // openFile is a file or directory the guest has open. Its fd lives in
@@ -156,6 +157,9 @@ func (ss *session) close() {
 		return
 	}
 	ss.closed = true
+	if ss.ev != nil {
+		defer ss.ev.close()
+	}
 	files := ss.handles
 	ss.handles = map[uint64]*openFile{}
 	ss.mu.Unlock()

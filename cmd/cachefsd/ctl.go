@@ -109,6 +109,9 @@ func printStats(st *cachefs.Stats) {
 	c := st.Cache
 	fmt.Printf("cache: %d hits, %d misses, %d fills dropped, %d invalidations; %d dirs, %d attrs held\n",
 		c.Hits, c.Misses, c.Dropped, c.Invalidations, c.Dirs, c.Attrs)
+	e := st.Events
+	fmt.Printf("host events: %d batches, %d events, %d overflows, %d actuated (%d failed); visibility p50 %v p90 %v p99 %v max %v\n",
+		e.Batches, e.Events, e.Overflows, e.Actuated, e.ActuateErrors, e.P50, e.P90, e.P99, e.P100)
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "op\tcount\tp50\tp90\tp98\tp100\t")
 	for _, o := range u.Ops {
