@@ -8,9 +8,9 @@ import "sync"
 type eventQueue struct {
 	mu      sync.Mutex // protects the following
 	handler func(*EventBatch)
-	cond   *sync.Cond
-	q      []*EventBatch
-	closed bool
+	cond    *sync.Cond
+	q       []*EventBatch
+	closed  bool
 }
 
 func newEventQueue(h func(*EventBatch)) *eventQueue {
