@@ -104,6 +104,9 @@ func (fs *FS) actuate(acts []actuation, epoch uint64) {
 	}
 	for i := range acts {
 		a := &acts[i]
+		if fs.ownedOrLocal(a.parent) {
+			continue // a conflict: the guest's view stands, nothing changed in it
+		}
 		dir, ok := fs.guestPath(a.parent)
 		if !ok {
 			continue

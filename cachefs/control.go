@@ -34,6 +34,7 @@ type CtlResponse struct {
 	PingNs        int64                      `json:",omitempty"`
 	ID            uint64                     `json:",omitempty"`
 	Registrations []consistency.Registration `json:",omitempty"`
+	Failures      []Failure                  `json:",omitempty"`
 }
 
 // ServeControl answers control requests on l until it is closed.
@@ -93,6 +94,13 @@ func (fs *FS) control(req *CtlRequest, resp *CtlResponse) error {
 		resp.ID = fs.Register(p, m)
 	case "unregister":
 		return fs.Unregister(req.ID)
+	case "flush":
+		failed := fs.WriteBack()
+		if len(failed) > 0 {
+			resp.Failures = failed
+			return fmt.Errorf("%d changes could not be written back, first: %s %s: %s",
+				len(failed), failed[0].Op, failed[0].Path, failed[0].Errno)
+		}
 	case "modes":
 		resp.Registrations = fs.policy.List()
 	default:
@@ -104,7 +112,9 @@ func (fs *FS) control(req *CtlRequest, resp *CtlResponse) error {
 // Register registers a subtree with a mode; see consistency.Policy.
 // What the new mode may not keep is dropped before it returns.
 func (fs *FS) Register(path string, m consistency.Mode) uint64 {
+	fs.WriteBack() // a stronger mode may not keep what delegated kept
 	id := fs.policy.Register(path, m)
+	fs.dropLocal()
 	fs.invalidateAll()
 	if err := fs.watchRegistration(id, consistency.Clean(path)); err != nil {
 		fs.opts.Logf("cachefs: watching %q: %v (changes will show after the cache TTL)", path, err)
@@ -114,9 +124,19 @@ func (fs *FS) Register(path string, m consistency.Mode) uint64 {
 
 // Unregister drops a registration.
 func (fs *FS) Unregister(id uint64) error {
-	_, gone, ok := fs.policy.Unregister(id)
+	reg, gone, ok := fs.policy.Unregister(id)
 	if !ok {
 		return fmt.Errorf("no registration %d", id)
+	}
+	if gone && reg.Mode.WritesBack() {
+		// The container is gone: what it delegated goes to the host now.
+		failed := fs.WriteBack()
+		fs.dropLocal()
+		if len(failed) > 0 {
+			fs.invalidateAll()
+			return fmt.Errorf("unregistered, but %d changes could not be written back, first: %s %s: %s",
+				len(failed), failed[0].Op, failed[0].Path, failed[0].Errno)
+		}
 	}
 	if gone {
 		fs.unwatchRegistration(id)

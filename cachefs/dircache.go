@@ -66,7 +66,10 @@ func (fs *FS) readSnap(h *handle, s *dirSnap, off uint64, out *fuse.DirEntryList
 		if de.node == nil {
 			continue
 		}
-		if a, ok := fs.cache.attr(h.epoch, de.node.up); ok {
+		if a, ok := fs.localAttr(de.node); ok {
+			fs.nodes.kernelRef(de.node, h.node, name)
+			fs.fillEntry(eo, de.node, &a)
+		} else if a, ok := fs.cache.attr(h.epoch, de.node.up); ok {
 			fs.nodes.kernelRef(de.node, h.node, name)
 			fs.fillEntry(eo, de.node, &a)
 		}

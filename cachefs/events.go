@@ -96,6 +96,9 @@ type invalidations struct {
 // dropForEvent drops the guest's caches of what an event changed and
 // notes the kernel's.
 func (fs *FS) dropForEvent(e *upstream.Event, epoch uint64, inv *invalidations) {
+	if fs.conflict(e, epoch) {
+		return // the guest is authoritative there: its view wins
+	}
 	if e.Node != 0 {
 		fs.cache.dropAttr(e.Node)
 		if n := fs.nodes.byHost(e.Node, epoch); n != nil {
@@ -119,6 +122,25 @@ func (fs *FS) dropForEvent(e *upstream.Event, epoch uint64, inv *invalidations) 
 		}
 		inv.ids = append(inv.ids, child.id)
 	}
+}
+
+// conflict reports (and counts) a host change to something the guest
+// has changes of its own for, in a delegated subtree.
+func (fs *FS) conflict(e *upstream.Event, epoch uint64) bool {
+	if fs.wb == nil {
+		return false
+	}
+	n := fs.nodes.byHost(e.Node, epoch)
+	if e.Kind == upstream.EvEntry {
+		n = fs.nodes.byHost(e.Parent, epoch)
+	}
+	if !fs.ownedOrLocal(n) {
+		return false
+	}
+	fs.wb.mu.Lock()
+	fs.wb.stats.Conflicts++
+	fs.wb.mu.Unlock()
+	return true
 }
 
 // EventStats returns the event counters.

@@ -26,6 +26,11 @@ type Options struct {
 	CacheTTL time.Duration
 	// CacheLimits bound the metadata cache's memory.
 	CacheLimits CacheLimits
+	// StateDir holds the write-back journal and staged file contents of
+	// delegated subtrees. Empty: delegated subtrees behave as cached.
+	StateDir string
+	// WritebackLimits bound what waits for write-back.
+	WritebackLimits WritebackLimits
 	// NoActuator turns off raising inotify events in the guest for host
 	// changes; caches are still invalidated.
 	NoActuator bool
@@ -53,14 +58,16 @@ type FS struct {
 	evStats    eventStats
 	actPending actPending
 	watches    watchSet
+	wb         *writeback // nil without a state directory
 	ttl        time.Duration // immutable
 
 	mu     sync.Mutex // protects server
 	server *fuse.Server
 }
 
-// New returns the filesystem for a connected client.
-func New(opts Options) *FS {
+// New returns the filesystem for a connected client. Changes a previous
+// daemon journaled in StateDir are written back before it returns.
+func New(opts Options) (*FS, error) {
 	if opts.Logf == nil {
 		opts.Logf = log.Printf
 	}
@@ -83,8 +90,20 @@ func New(opts Options) *FS {
 		fs.act = invalidation.NewActuator()
 	}
 	opts.Client.HandleEvents(fs.onEvents, fs.onSession)
+	if opts.StateDir != "" {
+		wb, err := newWriteback(fs, opts.StateDir, opts.WritebackLimits)
+		if err != nil {
+			return nil, err
+		}
+		fs.wb = wb
+	}
 	fs.watchDefault()
-	return fs
+	if fs.wb != nil {
+		if failed := fs.wb.wait(); len(failed) > 0 {
+			fs.opts.Logf("cachefs: %d journaled changes could not be written back: %+v", len(failed), failed)
+		}
+	}
+	return fs, nil
 }
 
 func (fs *FS) String() string { return "cachefs" }
@@ -174,13 +193,18 @@ type Stats struct {
 	Upstream upstream.Snapshot
 	Nodes    int
 	Handles  int
-	Cache    CacheStats
-	Events   EventStats
+	Cache     CacheStats
+	Events    EventStats
+	Writeback WritebackStats
 }
 
 func (fs *FS) Stats() Stats {
-	return Stats{Upstream: fs.up.Stats.Snapshot(), Nodes: fs.nodes.len(), Handles: fs.handles.len(),
+	st := Stats{Upstream: fs.up.Stats.Snapshot(), Nodes: fs.nodes.len(), Handles: fs.handles.len(),
 		Cache: fs.cache.Stats(), Events: fs.evStats.snapshot()}
+	if fs.wb != nil {
+		st.Writeback = fs.wb.snapshot()
+	}
+	return st
 }
 
 // Destroy stops background work.
@@ -189,6 +213,9 @@ func (fs *FS) OnUnmount() {
 	fs.opts.Client.HandleEvents(nil, nil)
 	if fs.act != nil {
 		fs.act.Close()
+	}
+	if fs.wb != nil {
+		fs.wb.close()
 	}
 }
 

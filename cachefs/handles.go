@@ -1,6 +1,7 @@
 package cachefs
 
 import (
+	"os"
 	"sync"
 
 	"github.com/cachefs/cachefs/upstream"
@@ -21,6 +22,11 @@ type handle struct {
 	buf    *dirBuf  // directories: entries fetched ahead
 	snap   *dirSnap // directories served from the cache: the listing
 	fill   *dirFill // directories being read whole: the listing so far
+
+	// Local handles (delegated subtrees) read and write the staging file
+	// lf; writeback.mu protects dirty.
+	lf    *os.File
+	dirty bool
 }
 
 type handleTable struct {

@@ -27,6 +27,10 @@ type node struct {
 	// mode cache: the subtree's mode as of policy generation modeGen.
 	modeGen uint64
 	cmode   uint8
+
+	// local is the guest's own state of a node in a delegated subtree;
+	// writeback.mu protects it (not nodeTable.mu).
+	local *local
 }
 
 type upKey struct{ epoch, up uint64 }
@@ -286,4 +290,24 @@ func (t *nodeTable) byHost(up, epoch uint64) *node {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.byUp[upKey{epoch, up}]
+}
+
+// addLocal records a node the guest created in a delegated subtree and
+// the host does not have yet: it has no host id (epoch 0 is never
+// current, so a host id is looked up by name once it is written back).
+func (t *nodeTable) addLocal(parent *node, name string, mode uint32) *node {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := &node{id: t.next, mode: mode & sIFMT, lookups: 1}
+	t.next++
+	t.byID[n.id] = n
+	t.setWhereLocked(n, parent, name)
+	return n
+}
+
+// path returns n's path from the mount root.
+func (t *nodeTable) path(n *node) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.pathLocked(n)
 }

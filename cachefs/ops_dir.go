@@ -21,6 +21,13 @@ type dirBuf struct {
 }
 
 func (fs *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	if n := fs.nodes.get(in.NodeId); n != nil && fs.wb != nil {
+		if snap, ok := fs.dListing(n); ok {
+			out.Fh = fs.handles.add(&handle{node: n, dir: true, epoch: fs.up.Epoch(), snap: snap})
+			out.OpenFlags = fs.openFlags(n)
+			return fuse.OK
+		}
+	}
 	return fs.call(func(epoch uint64) error {
 		n, up, err := fs.nodeUp(in.NodeId, epoch)
 		if err != nil {

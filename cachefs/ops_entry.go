@@ -16,6 +16,11 @@ func (fs *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out 
 			return st
 		}
 	}
+	if parent := fs.nodes.get(h.NodeId); parent != nil && fs.wb != nil {
+		if st, ok := fs.dLookup(parent, name, out); ok {
+			return st
+		}
+	}
 	return fs.call(func(epoch uint64) error {
 		parent, pup, err := fs.nodeUp(h.NodeId, epoch)
 		if err != nil {
@@ -89,6 +94,12 @@ func (fs *FS) Forget(nodeid, nlookup uint64) {
 }
 
 func (fs *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
+	if n := fs.nodes.get(in.NodeId); n != nil {
+		if a, ok := fs.localAttr(n); ok {
+			fs.fillAttr(out, n, &a)
+			return fuse.OK
+		}
+	}
 	return fs.call(func(epoch uint64) error {
 		n, up, err := fs.nodeUp(in.NodeId, epoch)
 		if err != nil {
@@ -116,6 +127,9 @@ func (fs *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.Attr
 func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
 	if fs.actuating(&in.InHeader) {
 		return fs.actSetattr(in, out)
+	}
+	if n := fs.nodes.get(in.NodeId); n != nil && fs.delegated(n) {
+		return fs.dSetattr(n, in, out)
 	}
 	return fs.call(func(epoch uint64) error {
 		n, up, err := fs.nodeUp(in.NodeId, epoch)
@@ -164,6 +178,14 @@ func setattrReq(in *fuse.SetAttrIn, up uint64) *upstream.SetattrReq {
 }
 
 func (fs *FS) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.Status) {
+	if n := fs.nodes.get(h.NodeId); n != nil && fs.wb != nil {
+		fs.wb.mu.Lock()
+		l := n.local
+		fs.wb.mu.Unlock()
+		if l != nil && l.target != "" {
+			return []byte(l.target), fuse.OK
+		}
+	}
 	var target []byte
 	st := fs.call(func(epoch uint64) error {
 		_, up, err := fs.nodeUp(h.NodeId, epoch)

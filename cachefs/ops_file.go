@@ -16,6 +16,11 @@ func reopenFlags(flags uint32) uint32 {
 }
 
 func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	if n := fs.nodes.get(in.NodeId); n != nil && fs.wb != nil && fs.delegated(n) {
+		if st, ok := fs.dOpen(n, in.Flags, out); ok {
+			return st
+		}
+	}
 	return fs.call(func(epoch uint64) error {
 		n, up, err := fs.nodeUp(in.NodeId, epoch)
 		if err != nil {
@@ -44,6 +49,9 @@ func (fs *FS) lazyOpen(n *node, flags uint32) bool {
 }
 
 func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+	if parent := fs.delegatedDir(&in.InHeader); parent != nil {
+		return fs.dCreateOpen(parent, name, in, out)
+	}
 	return fs.call(func(epoch uint64) error {
 		parent, pup, err := fs.nodeUp(in.NodeId, epoch)
 		if err != nil {
@@ -65,6 +73,9 @@ func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out
 }
 
 func (fs *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
+	if h := fs.localHandle(in.Fh); h != nil {
+		return fs.lRead(h, in, buf)
+	}
 	var data []byte
 	st := fs.withHandle(in.Fh, func(_ *handle, up uint64) error {
 		var resp upstream.DataResp
@@ -76,6 +87,9 @@ func (fs *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Re
 }
 
 func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
+	if h := fs.localHandle(in.Fh); h != nil {
+		return fs.lWrite(h, in, data)
+	}
 	var written uint32
 	st := fs.withHandle(in.Fh, func(h *handle, up uint64) error {
 		defer fs.nodeChanged(h.node, fs.up.Epoch())
@@ -98,6 +112,9 @@ func (fs *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 	if h == nil {
 		return fuse.EBADF
 	}
+	if h.lf != nil {
+		return fuse.OK // queued for write-back at release
+	}
 	h.mu.Lock()
 	locked := h.locked
 	h.mu.Unlock()
@@ -112,12 +129,20 @@ func (fs *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 }
 
 func (fs *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
+	if h := fs.localHandle(in.Fh); h != nil {
+		return fs.lFsync(h)
+	}
 	return fs.withHandle(in.Fh, func(_ *handle, up uint64) error {
 		return fs.rpc(upstream.OpFsync, &upstream.FsyncReq{Handle: up, Datasync: in.FsyncFlags&1 != 0}, &upstream.Empty{})
 	})
 }
 
 func (fs *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
+	if h := fs.localHandle(in.Fh); h != nil {
+		fs.handles.remove(in.Fh)
+		fs.lRelease(h)
+		return
+	}
 	fs.release(in.Fh, upstream.OpRelease)
 }
 
@@ -136,6 +161,9 @@ func (fs *FS) release(fh uint64, op upstream.Op) {
 }
 
 func (fs *FS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
+	if h := fs.localHandle(in.Fh); h != nil {
+		return fs.lFallocate(h, in)
+	}
 	return fs.withHandle(in.Fh, func(h *handle, up uint64) error {
 		defer fs.nodeChanged(h.node, fs.up.Epoch())
 		req := &upstream.FallocateReq{Handle: up, Mode: in.Mode, Offset: int64(in.Offset), Length: int64(in.Length)}
@@ -144,6 +172,9 @@ func (fs *FS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Statu
 }
 
 func (fs *FS) Lseek(cancel <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Status {
+	if h := fs.localHandle(in.Fh); h != nil {
+		return fs.lLseek(h, in, out)
+	}
 	return fs.withHandle(in.Fh, func(_ *handle, up uint64) error {
 		var resp upstream.LseekResp
 		err := fs.rpc(upstream.OpLseek, &upstream.LseekReq{Handle: up, Offset: int64(in.Offset), Whence: in.Whence}, &resp)

@@ -17,6 +17,7 @@ func lockReq(in *fuse.LkIn, up uint64, wait bool) *upstream.LockReq {
 }
 
 func (fs *FS) GetLk(cancel <-chan struct{}, in *fuse.LkIn, out *fuse.LkOut) fuse.Status {
+	fs.hostHandleFirst(in.Fh)
 	return fs.withHandle(in.Fh, func(_ *handle, up uint64) error {
 		var resp upstream.LockResp
 		if err := fs.rpc(upstream.OpGetlk, lockReq(in, up, false), &resp); err != nil {
@@ -39,6 +40,7 @@ func (fs *FS) SetLkw(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status {
 // setLk forwards a lock request. A blocking one may wait as long as the
 // holder keeps its lock; an interrupt from the kernel abandons the wait.
 func (fs *FS) setLk(cancel <-chan struct{}, in *fuse.LkIn, wait bool) fuse.Status {
+	fs.hostHandleFirst(in.Fh)
 	ctx := context.Background()
 	if wait {
 		var stop context.CancelFunc

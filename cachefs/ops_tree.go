@@ -1,6 +1,8 @@
 package cachefs
 
 import (
+	"syscall"
+
 	"github.com/cachefs/cachefs/upstream"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -66,24 +68,44 @@ func (fs *FS) nodeChanged(n *node, epoch uint64) {
 }
 
 func (fs *FS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
+	if parent := fs.delegatedDir(&in.InHeader); parent != nil {
+		if in.Mode&sIFMT == sIFREG {
+			_, st := fs.dCreate(parent, name, in.Mode, "", caller(&in.InHeader), out)
+			return st
+		}
+		defer fs.adoptCreated(parent, name, out)
+		fs.writeBackFirst()
+	}
 	return fs.makeEntry(&in.InHeader, name, out, upstream.OpMknod, func(pup uint64) any {
 		return &upstream.MknodReq{Parent: pup, Name: name, Mode: in.Mode, Rdev: in.Rdev, Caller: caller(&in.InHeader)}
 	})
 }
 
 func (fs *FS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
+	if parent := fs.delegatedDir(&in.InHeader); parent != nil {
+		_, st := fs.dCreate(parent, name, sIFDIR|in.Mode&07777, "", caller(&in.InHeader), out)
+		return st
+	}
 	return fs.makeEntry(&in.InHeader, name, out, upstream.OpMkdir, func(pup uint64) any {
 		return &upstream.MknodReq{Parent: pup, Name: name, Mode: in.Mode, Caller: caller(&in.InHeader)}
 	})
 }
 
 func (fs *FS) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
+	if parent := fs.delegatedDir(h); parent != nil {
+		_, st := fs.dCreate(parent, name, sIFLNK|0777, target, caller(h), out)
+		return st
+	}
 	return fs.makeEntry(h, name, out, upstream.OpSymlink, func(pup uint64) any {
 		return &upstream.SymlinkReq{Parent: pup, Name: name, Target: target, Caller: caller(h)}
 	})
 }
 
 func (fs *FS) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
+	if parent := fs.delegatedDir(&in.InHeader); parent != nil {
+		defer fs.adoptCreated(parent, name, out)
+		fs.writeBackFirst()
+	}
 	return fs.call(func(epoch uint64) error {
 		_, up, err := fs.nodeUp(in.Oldnodeid, epoch)
 		if err != nil {
@@ -109,12 +131,18 @@ func (fs *FS) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse
 	if fs.actuating(h) {
 		return fs.actRemove(h, name)
 	}
+	if parent := fs.delegatedDir(h); parent != nil {
+		return fs.dRemove(parent, name, false)
+	}
 	return fs.remove(h.NodeId, name, upstream.OpUnlink)
 }
 
 func (fs *FS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
 	if fs.actuating(h) {
 		return fs.actRemove(h, name)
+	}
+	if parent := fs.delegatedDir(h); parent != nil {
+		return fs.dRemove(parent, name, true)
 	}
 	return fs.remove(h.NodeId, name, upstream.OpRmdir)
 }
@@ -141,6 +169,16 @@ func (fs *FS) remove(nodeid uint64, name string, op upstream.Op) fuse.Status {
 func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, name, newName string) fuse.Status {
 	if fs.actuating(&in.InHeader) {
 		return fs.actRename(in, name, newName)
+	}
+	if p, np := fs.delegatedDir(&in.InHeader), fs.nodes.get(in.Newdir); p != nil || (np != nil && fs.delegated(np)) {
+		if p == nil || np == nil || !fs.delegated(np) {
+			return fuse.Status(syscall.EXDEV) // across consistency modes: copy and delete
+		}
+		if st := fs.dRename(p, name, np, newName, in.Flags); st != fuse.ENOSYS {
+			return st
+		}
+		fs.writeBackFirst()
+		fs.disown(p, np)
 	}
 	return fs.call(func(epoch uint64) error {
 		parent, pup, err := fs.nodeUp(in.NodeId, epoch)

@@ -34,6 +34,12 @@ func (fs *FS) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (
 // xattrGet asks for a value or list into dest; an empty dest asks only
 // for the size.
 func (fs *FS) xattrGet(nodeid uint64, op upstream.Op, attr string, dest []byte) (uint32, fuse.Status) {
+	if n := fs.nodes.get(nodeid); n != nil && fs.fresh(n) {
+		if op == upstream.OpListxattr {
+			return 0, fuse.OK // made by the guest, not written back: none yet
+		}
+		return 0, fuse.ENOATTR
+	}
 	var size uint32
 	st := fs.call(func(epoch uint64) error {
 		_, up, err := fs.nodeUp(nodeid, epoch)
@@ -53,6 +59,7 @@ func (fs *FS) xattrGet(nodeid uint64, op upstream.Op, attr string, dest []byte) 
 
 func (fs *FS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string, data []byte) fuse.Status {
 	fs.xattrChanged(in.NodeId)
+	fs.hostFirst(in.NodeId)
 	return fs.call(func(epoch uint64) error {
 		_, up, err := fs.nodeUp(in.NodeId, epoch)
 		if err != nil {
@@ -64,6 +71,7 @@ func (fs *FS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string,
 
 func (fs *FS) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string) fuse.Status {
 	fs.xattrChanged(h.NodeId)
+	fs.hostFirst(h.NodeId)
 	return fs.call(func(epoch uint64) error {
 		_, up, err := fs.nodeUp(h.NodeId, epoch)
 		if err != nil {

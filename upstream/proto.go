@@ -69,6 +69,7 @@ const (
 	OpWatch
 	OpUnwatch
 	OpAck
+	OpApply
 	opCount
 )
 
@@ -406,6 +407,50 @@ type TreeDir struct {
 type TreeResp struct {
 	Dirs      []TreeDir
 	Truncated bool
+}
+
+// ApplyReq carries a delegated subtree's write-back: changes the guest
+// already made, by path relative to the export root, applied in order.
+// Each op is idempotent, so a batch may be sent again after a lost
+// reply or a crash: the host ends in the same state.
+type ApplyReq struct {
+	Ops []WBOp
+}
+
+// Write-back op kinds.
+const (
+	WBMkdir   uint8 = iota + 1 // Path is a directory (Mode, Uid, Gid)
+	WBCreate                   // Path is a regular file (Mode, Uid, Gid), kept if it exists
+	WBSymlink                  // Path is a symlink to Target (Uid, Gid)
+	WBWrite                    // Path's bytes at Offset are Data; Size: the file's size after, First: truncate
+	WBUnlink                   // Path is gone (a file)
+	WBRmdir                    // Path is gone (a directory)
+	WBRename                   // Path moved to Path2 (Flags as Rename)
+	WBSetattr                  // Path's attributes per Valid (as SetattrReq)
+	WBLink                     // Path2 is a new name of Path
+)
+
+type WBOp struct {
+	Kind   uint8
+	Path   string
+	Path2  string
+	Target string
+	Mode   uint32
+	Uid    uint32
+	Gid    uint32
+	Valid  uint32
+	Flags  uint32
+	First  bool
+	Size   uint64
+	Offset int64
+	Atime  int64
+	Mtime  int64
+	Data   []byte
+}
+
+// ApplyResp has an errno for each op (0: done).
+type ApplyResp struct {
+	Errnos []uint32
 }
 
 // WatchReq asks the host to watch (or, with OpUnwatch, stop watching)

@@ -71,6 +71,7 @@ func init() {
 	on(OpWatch, (*session).watch)
 	on(OpUnwatch, (*session).unwatch)
 	on(OpAck, (*session).ack)
+	on(OpApply, (*session).apply)
 }
 
 // withNode resolves a node id and an O_PATH fd for it, and runs f.
@@ -157,7 +158,8 @@ func (ss *session) readlink(req *NodeReq, resp *ReadlinkResp) error {
 
 func (ss *session) statfs(_ *Empty, resp *StatfsResp) error {
 	var st unix.Statfs_t
-	if err := unix.Fstatfs(ss.srv.rootFD, &st); err != nil {
+	err := ss.withNode(RootID, func(_ *node, fd int) error { return unix.Fstatfs(fd, &st) })
+	if err != nil {
 		return err
 	}
 	*resp = StatfsResp{Blocks: st.Blocks, Bfree: st.Bfree, Bavail: st.Bavail, Files: st.Files,

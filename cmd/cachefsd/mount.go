@@ -26,6 +26,7 @@ type guestFlags struct {
 	debug       bool
 	cacheTTL    time.Duration
 	limits      cachefs.CacheLimits
+	stateDir    string
 }
 
 func (g *guestFlags) register(fl *flag.FlagSet) {
@@ -36,10 +37,21 @@ func (g *guestFlags) register(fl *flag.FlagSet) {
 	fl.DurationVar(&g.cacheTTL, "cache-ttl", 30*time.Second, "longest a cached subtree trusts metadata without news from the host")
 	fl.IntVar(&g.limits.DirBytes, "cache-dir-bytes", 64<<20, "bound on cached names and listings, bytes")
 	fl.IntVar(&g.limits.AttrBytes, "cache-attr-bytes", 16<<20, "bound on cached attributes, bytes")
+	fl.StringVar(&g.stateDir, "state-dir", defaultStateDir(), "write-back journal of delegated subtrees (kept across restarts)")
+}
+
+func defaultStateDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/cachefsd"
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "cachefsd")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("cachefsd-state-%d", os.Getuid()))
 }
 
 func (g *guestFlags) options(c *upstream.Client, pol *consistency.Policy) cachefs.Options {
-	return cachefs.Options{Client: c, Policy: pol, CacheTTL: g.cacheTTL, CacheLimits: g.limits}
+	return cachefs.Options{Client: c, Policy: pol, CacheTTL: g.cacheTTL, CacheLimits: g.limits, StateDir: g.stateDir}
 }
 
 func (g *guestFlags) policy() (*consistency.Policy, error) {
@@ -76,7 +88,10 @@ func mount(args []string) error {
 	if err != nil {
 		return err
 	}
-	fs := cachefs.New(g.options(c, pol))
+	fs, err := cachefs.New(g.options(c, pol))
+	if err != nil {
+		return err
+	}
 	srv, err := cachefs.Mount(fs, fl.Arg(0), cachefs.MountOptions{Debug: g.debug, Name: *addr})
 	if err != nil {
 		return err

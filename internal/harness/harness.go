@@ -28,6 +28,7 @@ type Options struct {
 	LinkDelay  time.Duration
 	Policy     *consistency.Policy // shorthand for FS.Policy
 	CacheTTL   time.Duration       // shorthand for FS.CacheTTL
+	StateDir   string              // shorthand for FS.StateDir
 	FS         cachefs.Options     // Client is filled in
 	Debug      bool
 	Logf       func(format string, args ...any)
@@ -94,10 +95,15 @@ func (e *Env) start(o Options) error {
 	if o.CacheTTL != 0 {
 		fo.CacheTTL = o.CacheTTL
 	}
+	if o.StateDir != "" {
+		fo.StateDir = o.StateDir
+	}
 	if fo.Logf == nil {
 		fo.Logf = o.Logf
 	}
-	e.FS = cachefs.New(fo)
+	if e.FS, err = cachefs.New(fo); err != nil {
+		return err
+	}
 	e.Mount, err = cachefs.Mount(e.FS, o.Mountpoint, cachefs.MountOptions{Debug: o.Debug})
 	return err
 }
@@ -107,15 +113,19 @@ func (e *Env) Close() error {
 	var err error
 	if e.Mount != nil {
 		err = unmount(e.Mount, e.Mountpoint)
+		e.Mount = nil
 	}
 	if e.Client != nil {
 		e.Client.Close()
+		e.Client = nil
 	}
 	if e.Listener != nil {
 		e.Listener.Close()
+		e.Listener = nil
 	}
 	if e.Server != nil {
 		e.Server.Close()
+		e.Server = nil
 	}
 	if e.tmp != "" {
 		os.RemoveAll(e.tmp)

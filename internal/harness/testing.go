@@ -22,6 +22,9 @@ func Start(t testing.TB, o Options) *Env {
 	if o.Logf == nil {
 		o.Logf = t.Logf
 	}
+	if o.StateDir == "" && o.FS.StateDir == "" {
+		o.StateDir = t.TempDir()
+	}
 	e, err := Launch(o)
 	if err != nil {
 		t.Fatalf("launch: %v", err)

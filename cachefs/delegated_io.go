@@ -1,0 +1,191 @@
+package cachefs
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/cachefs/cachefs/upstream"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// File I/O in delegated subtrees goes to the staging copy of the file;
+// closing a file that was written queues its contents for write-back.
+
+// openLocal opens n's staging file for a local handle. Needs w.mu.
+func (fs *FS) openLocalLocked(n *node, flags uint32) (*handle, error) {
+	f, err := os.OpenFile(filepath.Join(fs.wb.dir, n.local.staging), os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	if flags&syscall.O_TRUNC != 0 {
+		f.Truncate(0)
+		n.local.attr.Size = 0
+		n.local.attr.Mtime = nowNs()
+	}
+	n.local.opens++
+	h := &handle{node: n, flags: flags, lf: f, dirty: flags&syscall.O_TRUNC != 0}
+	fs.handles.add(h)
+	return h, nil
+}
+
+// dOpen opens a file of a delegated subtree: locally if the guest has
+// its contents or it is opened for writing (then its contents are copied
+// from the host first, unless truncated). ok is false for read-only
+// opens of files the host has: those read through the host's data.
+func (fs *FS) dOpen(n *node, flags uint32, out *fuse.OpenOut) (fuse.Status, bool) {
+	w := fs.wb
+	writing := flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0
+	w.mu.Lock()
+	has := n.local != nil && n.local.staging != ""
+	w.mu.Unlock()
+	if !has && !writing {
+		return fuse.OK, false
+	}
+	if err := fs.localize(n, flags&syscall.O_TRUNC == 0); err != nil {
+		return fs.status(err), true
+	}
+	defer w.mu.Unlock()
+	if n.local.staging == "" { // truncating: no contents needed
+		n.local.staging = w.newStagingLocked()
+	}
+	h, err := fs.openLocalLocked(n, flags)
+	if err != nil {
+		return fs.status(err), true
+	}
+	out.Fh = h.id
+	out.OpenFlags = fuse.FOPEN_KEEP_CACHE
+	return fuse.OK, true
+}
+
+// localHandle returns the handle fh if it is a local one.
+func (fs *FS) localHandle(fh uint64) *handle {
+	if h := fs.handles.get(fh); h != nil && h.lf != nil {
+		return h
+	}
+	return nil
+}
+
+func (fs *FS) lRead(h *handle, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
+	n, err := h.lf.ReadAt(buf[:min(int(in.Size), len(buf))], int64(in.Offset))
+	if n == 0 && err != nil && !errors.Is(err, io.EOF) {
+		return nil, fs.status(err)
+	}
+	return fuse.ReadResultData(buf[:n]), fuse.OK
+}
+
+func (fs *FS) lWrite(h *handle, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
+	n, err := h.lf.WriteAt(data, int64(in.Offset))
+	if err != nil {
+		return uint32(n), fs.status(err)
+	}
+	w := fs.wb
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	l := h.node.local
+	end := uint64(in.Offset) + uint64(n)
+	if end > l.attr.Size {
+		w.staged += int64(end - l.attr.Size)
+		l.attr.Size = end
+	}
+	l.attr.Blocks = (l.attr.Size + 511) / 512
+	l.attr.Mtime = nowNs()
+	l.attr.Ctime = l.attr.Mtime
+	h.dirty = true
+	return uint32(n), fuse.OK
+}
+
+// queueDataLocked queues h's file contents for write-back if it was
+// written since. Needs w.mu.
+func (fs *FS) queueDataLocked(h *handle) {
+	if !h.dirty {
+		return
+	}
+	h.dirty = false
+	p, ok := fs.nodes.path(h.node)
+	if !ok {
+		return // unlinked: nothing to write back
+	}
+	l := h.node.local
+	op := upstream.WBOp{Kind: upstream.WBWrite, Path: p, Atime: l.attr.Atime, Mtime: l.attr.Mtime,
+		Valid: upstream.SetAtime | upstream.SetMtime}
+	fs.wb.addLocked(op, l.staging, h.node)
+}
+
+func (fs *FS) lRelease(h *handle) {
+	w := fs.wb
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	fs.queueDataLocked(h)
+	h.lf.Close()
+	l := h.node.local
+	l.opens--
+	if l.pending == 0 && l.opens == 0 && l.children == nil {
+		w.dropStagingLocked(h.node)
+	}
+}
+
+// lFsync makes h's contents durable in the guest and waits until the
+// host has them.
+func (fs *FS) lFsync(h *handle) fuse.Status {
+	w := fs.wb
+	w.mu.Lock()
+	fs.queueDataLocked(h)
+	w.mu.Unlock()
+	if err := h.lf.Sync(); err != nil {
+		return fs.status(err)
+	}
+	if err := w.sync(); err != nil {
+		return fs.status(err)
+	}
+	if failed := w.wait(); len(failed) > 0 {
+		return fuse.EIO
+	}
+	return fuse.OK
+}
+
+// lLseek serves SEEK_DATA and SEEK_HOLE on a local file.
+func (fs *FS) lLseek(h *handle, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Status {
+	off, err := syscall.Seek(int(h.lf.Fd()), int64(in.Offset), int(in.Whence))
+	out.Offset = uint64(off)
+	return fs.status(err)
+}
+
+// dCreateOpen creates and opens a file in a delegated directory.
+func (fs *FS) dCreateOpen(parent *node, name string, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
+	n, st := fs.dCreate(parent, name, sIFREG|in.Mode&07777, "", caller(&in.InHeader), &out.EntryOut)
+	if !st.Ok() {
+		return st
+	}
+	w := fs.wb
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h, err := fs.openLocalLocked(n, in.Flags&^syscall.O_TRUNC)
+	if err != nil {
+		return fs.status(err)
+	}
+	out.Fh, out.OpenFlags = h.id, fuse.FOPEN_KEEP_CACHE
+	h.dirty = true // even empty, its contents and times go to the host
+	fs.nodes.setNoCaps(n, true)
+	return fuse.OK
+}
+
+// lFallocate allocates in a local file.
+func (fs *FS) lFallocate(h *handle, in *fuse.FallocateIn) fuse.Status {
+	err := syscall.Fallocate(int(h.lf.Fd()), in.Mode, int64(in.Offset), int64(in.Length))
+	if err != nil {
+		return fs.status(err)
+	}
+	fi, err := h.lf.Stat()
+	if err != nil {
+		return fs.status(err)
+	}
+	w := fs.wb
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h.node.local.attr.Size = uint64(fi.Size())
+	h.dirty = true
+	return fuse.OK
+}

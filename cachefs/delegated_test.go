@@ -1,0 +1,219 @@
+package cachefs_test
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cachefs/cachefs/consistency"
+	"github.com/cachefs/cachefs/internal/harness"
+	"github.com/cachefs/cachefs/upstream"
+	"golang.org/x/sys/unix"
+)
+
+// startDelegated mounts export delegated, with its state in stateDir.
+func startDelegated(t *testing.T, export, stateDir string) *harness.Env {
+	t.Helper()
+	return harness.Start(t, harness.Options{Export: export, StateDir: stateDir,
+		Policy: consistency.NewPolicy(consistency.Delegated), CacheTTL: time.Hour})
+}
+
+// buildTree makes a small tree the way an untar does: directories,
+// files written in small pieces, a symlink, modes and times set last.
+func buildTree(t *testing.T, root string) {
+	t.Helper()
+	mtime := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	for d := 0; d < 3; d++ {
+		dir := filepath.Join(root, fmt.Sprintf("dir%d", d), "sub")
+		if err := os.MkdirAll(dir, 0755); err != nil {
+			t.Fatal(err)
+		}
+		for f := 0; f < 10; f++ {
+			p := filepath.Join(dir, fmt.Sprintf("file%d.c", f))
+			fh, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 20; i++ {
+				fmt.Fprintf(fh, "line %d of %s\n", i, p)
+			}
+			fh.Close()
+			os.Chmod(p, 0640)
+			os.Chtimes(p, mtime, mtime)
+		}
+	}
+	os.Symlink("dir0/sub/file1.c", filepath.Join(root, "link"))
+	os.Rename(filepath.Join(root, "dir2", "sub", "file9.c"), filepath.Join(root, "dir1", "moved.c"))
+	os.Remove(filepath.Join(root, "dir2", "sub", "file8.c"))
+	os.WriteFile(filepath.Join(root, "dir0", "empty"), nil, 0600)
+}
+
+// snapshotTree describes a tree: type, mode, size, mtime, content or
+// link target of every entry.
+func snapshotTree(t *testing.T, root string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			t.Fatalf("walk %s: %v", p, err)
+		}
+		rel, _ := filepath.Rel(root, p)
+		var st unix.Stat_t
+		unix.Lstat(p, &st)
+		desc := fmt.Sprintf("mode %o", st.Mode)
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG:
+			b, _ := os.ReadFile(p)
+			desc += fmt.Sprintf(" size %d mtime %d %q", st.Size, st.Mtim.Sec, b)
+		case unix.S_IFLNK:
+			target, _ := os.Readlink(p)
+			desc += " -> " + target
+		}
+		out[rel] = desc
+		return nil
+	})
+	return out
+}
+
+func sameTree(t *testing.T, what string, got, want map[string]string) {
+	t.Helper()
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %s is %q, want %q", what, k, got[k], v)
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s: unexpected %s", what, k)
+		}
+	}
+}
+
+func TestDelegatedCompletesInGuestAndWritesBack(t *testing.T) {
+	export := t.TempDir()
+	env := startDelegated(t, export, t.TempDir())
+	env.FS.HoldWriteback(true)
+	before := requests(env)
+	buildTree(t, env.Mountpoint)
+	guest := snapshotTree(t, env.Mountpoint)
+	sent := requests(env) - before
+	t.Logf("tree of %d entries built with %d upstream requests", len(guest), sent)
+	if sent > 10 {
+		t.Errorf("building a delegated tree sent %d upstream requests, want the guest to complete it", sent)
+	}
+	if ents, _ := os.ReadDir(export); len(ents) != 0 {
+		t.Errorf("host has %d entries while write-back is held, want none yet", len(ents))
+	}
+	env.FS.HoldWriteback(false)
+	if failed := env.FS.WriteBack(); len(failed) > 0 {
+		t.Fatalf("write-back failures: %+v", failed)
+	}
+	sameTree(t, "host after flush", snapshotTree(t, export), guest)
+	st := env.FS.Stats().Writeback
+	if st.Batches == 0 || st.Batches*20 > st.Sent {
+		t.Errorf("write-back stats %+v: want many changes per batch", st)
+	}
+}
+
+func TestDelegatedSurvivesDaemonCrash(t *testing.T) {
+	export, state := t.TempDir(), t.TempDir()
+	env1 := startDelegated(t, export, state)
+	env1.FS.HoldWriteback(true)
+	buildTree(t, env1.Mountpoint)
+	want := snapshotTree(t, env1.Mountpoint)
+	f, err := os.OpenFile(filepath.Join(env1.Mountpoint, "synced"), os.O_CREATE|os.O_WRONLY, 0644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte("fsynced data"))
+	// fsync waits for the host; with write-back held, do it from the
+	// side and let the crash come first.
+	go f.Sync()
+	time.Sleep(50 * time.Millisecond)
+	// The daemon dies: nothing more is sent; its journal stays.
+	env1.FS.Crash()
+	env1.Close()
+	if ents, _ := os.ReadDir(export); len(ents) != 0 {
+		t.Fatalf("host has %d entries before the restart", len(ents))
+	}
+	env2 := startDelegated(t, export, state) // replays the journal before mounting
+	got := snapshotTree(t, export)
+	want["synced"] = got["synced"]
+	sameTree(t, "host after restart", got, want)
+	if b, _ := os.ReadFile(filepath.Join(export, "synced")); string(b) != "fsynced data" {
+		t.Errorf("fsynced file on the host: %q", b)
+	}
+	_ = env2
+}
+
+func TestDelegatedSurvivesServerRestart(t *testing.T) {
+	export := t.TempDir()
+	env := startDelegated(t, export, t.TempDir())
+	env.FS.HoldWriteback(true)
+	buildTree(t, env.Mountpoint)
+	want := snapshotTree(t, env.Mountpoint)
+	env.Listener.Close()
+	env.Server.Close()
+	srv, err := upstream.NewServer(upstream.ServerOptions{Export: export, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	env.FS.HoldWriteback(false)
+	time.Sleep(50 * time.Millisecond) // the flusher meets the dead link
+	l, err := upstream.Listen("unix://" + env.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go srv.Serve(l)
+	if failed := env.FS.WriteBack(); len(failed) > 0 {
+		t.Fatalf("failures: %+v", failed)
+	}
+	sameTree(t, "host after server restart", snapshotTree(t, export), want)
+}
+
+func TestDelegatedConflictGuestWins(t *testing.T) {
+	export := t.TempDir()
+	os.WriteFile(filepath.Join(export, "f"), []byte("host"), 0644)
+	env := startDelegated(t, export, t.TempDir())
+	env.FS.Register("", consistency.Delegated) // watched: host events arrive
+	env.FS.HoldWriteback(true)
+	p := filepath.Join(env.Mountpoint, "f")
+	if err := os.WriteFile(p, []byte("guest wins"), 0644); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(export, "f"), []byte("host changed it"), 0644)
+	os.WriteFile(filepath.Join(export, "g"), nil, 0644)
+	eventually(t, "conflict counted", func() bool { return env.FS.Stats().Writeback.Conflicts > 0 })
+	if b, _ := os.ReadFile(p); string(b) != "guest wins" {
+		t.Errorf("guest reads %q during the conflict, want its own data", b)
+	}
+	env.FS.HoldWriteback(false)
+	env.FS.WriteBack()
+	if b, _ := os.ReadFile(filepath.Join(export, "f")); string(b) != "guest wins" {
+		t.Errorf("host has %q after write-back, want the guest's data", b)
+	}
+}
+
+func TestDelegatedFailureReported(t *testing.T) {
+	export := t.TempDir()
+	env := startDelegated(t, export, t.TempDir())
+	env.FS.HoldWriteback(true)
+	if err := os.Mkdir(filepath.Join(env.Mountpoint, "x"), 0755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(export, "x"), []byte("a file on the host"), 0644)
+	env.FS.HoldWriteback(false)
+	failed := env.FS.WriteBack()
+	if len(failed) != 1 || failed[0].Path != "x" || failed[0].Op != "mkdir" {
+		t.Fatalf("failures %+v, want the mkdir of x", failed)
+	}
+	if b, _ := os.ReadFile(filepath.Join(export, "x")); !bytes.Equal(b, []byte("a file on the host")) {
+		t.Errorf("host file changed by a failed write-back: %q", b)
+	}
+}

@@ -1,0 +1,368 @@
+package cachefs
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cachefs/cachefs/upstream"
+)
+
+// Write-back of delegated subtrees. Changes made in the guest are
+// applied to its own state at once (delegated.go) and appended here as
+// records naming paths relative to the export root, in the order they
+// happened, so that replaying them keeps the host tree valid at every
+// step. A flusher sends them in batches (OpApply), many per round trip;
+// the host applies each batch in order. File contents live in staging
+// files in the state directory and are read when their record is sent.
+//
+// The journal file holds the records not yet on the host; it survives a
+// crash of the daemon and is replayed when it starts again. A record
+// that the host refuses for good is reported (Failures) and dropped; a
+// lost connection is retried until the host answers.
+
+// record is one journaled change.
+type record struct {
+	Seq     uint64
+	Op      upstream.WBOp // Data is never journaled: Staging holds it
+	Staging string        `json:",omitempty"` // WBWrite: the file with the contents
+	node    *node         // the node whose pending count it holds, if any
+}
+
+// Failure is a change the host refused.
+type Failure struct {
+	Path  string
+	Op    string
+	Errno string
+}
+
+// WritebackStats count the write-back.
+type WritebackStats struct {
+	Pending, Sent, Batches, Retries, Conflicts uint64
+	Failures                                   []Failure
+}
+
+// WritebackLimits bound what waits for write-back; writers wait when a
+// bound is reached. Zero fields take defaults.
+type WritebackLimits struct {
+	Records int   // 0: 200,000
+	Bytes   int64 // staged file bytes; 0: 2 GiB
+}
+
+type writeback struct {
+	fs  *FS             // immutable
+	dir string          // immutable: the state directory
+	lim WritebackLimits // immutable
+
+	mu       sync.Mutex // protects the following and every node.local
+	cond     *sync.Cond
+	journal  *os.File
+	queue    []*record
+	seq      uint64 // last record appended
+	done     uint64 // records up to done are on the host (or failed)
+	staged   int64  // bytes in staging files
+	nextFile uint64
+	stats    WritebackStats
+	closed   bool
+	held     bool // tests: nothing is sent while held
+	reported int  // failures returned by wait so far
+}
+
+const wbBatch = 512           // records per OpApply at most
+const wbBatchBytes = 2 << 20  // data per OpApply at most
+const wbChunk = 1 << 20       // data per WBWrite
+
+func newWriteback(fs *FS, dir string, lim WritebackLimits) (*writeback, error) {
+	if lim.Records == 0 {
+		lim.Records = 200000
+	}
+	if lim.Bytes == 0 {
+		lim.Bytes = 2 << 30
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "data"), 0700); err != nil {
+		return nil, err
+	}
+	w := &writeback{fs: fs, dir: dir, lim: lim}
+	w.cond = sync.NewCond(&w.mu)
+	old, err := readJournal(filepath.Join(dir, "journal"))
+	if err != nil {
+		return nil, err
+	}
+	if w.journal, err = os.OpenFile(filepath.Join(dir, "journal"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0600); err != nil {
+		return nil, err
+	}
+	w.queue = old
+	for _, r := range old {
+		w.seq = max(w.seq, r.Seq)
+		if strings.HasPrefix(r.Staging, "data/") {
+			fmt.Sscanf(r.Staging, "data/%d", &w.nextFile)
+		}
+	}
+	w.done = w.seq - uint64(len(old))
+	go w.run()
+	return w, nil
+}
+
+// readJournal loads records a previous daemon left; a torn last line
+// (a crash mid-append) is ignored.
+func readJournal(p string) ([]*record, error) {
+	f, err := os.Open(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []*record
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var r record
+		if json.Unmarshal(sc.Bytes(), &r) == nil {
+			out = append(out, &r)
+		}
+	}
+	return out, nil
+}
+
+// add journals a change and queues it; n's pending count holds its local
+// state until the change is on the host. It waits while the limits are
+// reached. Needs w.mu.
+func (w *writeback) addLocked(op upstream.WBOp, staging string, n *node) {
+	for (len(w.queue) >= w.lim.Records || w.staged >= w.lim.Bytes) && !w.closed {
+		w.cond.Wait()
+	}
+	w.seq++
+	r := &record{Seq: w.seq, Op: op, Staging: staging, node: n}
+	if n != nil && n.local != nil {
+		n.local.pending++
+	}
+	b, _ := json.Marshal(r)
+	w.journal.Write(append(b, '\n'))
+	w.queue = append(w.queue, r)
+	w.stats.Pending = uint64(len(w.queue))
+	w.cond.Broadcast()
+}
+
+// sync makes the journal and staged data durable.
+func (w *writeback) sync() error {
+	w.mu.Lock()
+	f := w.journal
+	w.mu.Unlock()
+	return f.Sync()
+}
+
+// wait blocks until every change made before it is on the host, and
+// returns the failures no earlier wait returned.
+func (w *writeback) wait() []Failure {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	target := w.seq
+	for w.done < target && !w.closed {
+		w.cond.Wait()
+	}
+	out := append([]Failure(nil), w.stats.Failures[w.reported:]...)
+	w.reported = len(w.stats.Failures)
+	return out
+}
+
+func (w *writeback) run() {
+	backoff := 10 * time.Millisecond
+	for {
+		w.mu.Lock()
+		for (len(w.queue) == 0 || w.held) && !w.closed {
+			w.cond.Wait()
+		}
+		if w.closed {
+			w.mu.Unlock()
+			return
+		}
+		batch := w.takeLocked()
+		w.mu.Unlock()
+		ops, sizes := w.ops(batch)
+		var resp upstream.ApplyResp
+		err := w.fs.rpc(upstream.OpApply, &upstream.ApplyReq{Ops: ops}, &resp)
+		if err != nil && transient(err) {
+			w.mu.Lock()
+			w.stats.Retries++
+			w.mu.Unlock()
+			time.Sleep(backoff)
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 10 * time.Millisecond
+		w.finish(batch, ops, sizes, &resp, err)
+	}
+}
+
+// takeLocked returns the records of the next batch (they stay queued).
+func (w *writeback) takeLocked() []*record {
+	var bytes int64
+	n := 0
+	for n < len(w.queue) && n < wbBatch && bytes < wbBatchBytes {
+		if w.queue[n].Staging != "" {
+			if fi, err := os.Stat(filepath.Join(w.dir, w.queue[n].Staging)); err == nil {
+				bytes += fi.Size()
+			}
+		}
+		n++
+	}
+	return w.queue[:n]
+}
+
+// ops turns records into host ops, reading staged contents; sizes[i] is
+// how many ops record i became.
+func (w *writeback) ops(batch []*record) ([]upstream.WBOp, []int) {
+	var ops []upstream.WBOp
+	sizes := make([]int, len(batch))
+	for i, r := range batch {
+		before := len(ops)
+		if r.Staging == "" {
+			ops = append(ops, r.Op)
+		} else {
+			ops = append(ops, w.dataOps(r)...)
+		}
+		sizes[i] = len(ops) - before
+	}
+	return ops, sizes
+}
+
+// dataOps reads a staging file into WBWrite ops of at most wbChunk
+// bytes; the first truncates to the size, the last sets the times.
+func (w *writeback) dataOps(r *record) []upstream.WBOp {
+	data, err := os.ReadFile(filepath.Join(w.dir, r.Staging))
+	if err != nil {
+		data = nil // gone: the file was written back and dropped already
+	}
+	var ops []upstream.WBOp
+	for off := 0; off == 0 || off < len(data); off += wbChunk {
+		op := r.Op
+		op.Kind, op.Offset, op.First, op.Size = upstream.WBWrite, int64(off), off == 0, uint64(len(data))
+		op.Data = data[off:min(off+wbChunk, len(data))]
+		op.Valid = 0
+		if off+wbChunk >= len(data) {
+			op.Valid = r.Op.Valid & (upstream.SetAtime | upstream.SetMtime)
+		}
+		ops = append(ops, op)
+	}
+	return ops
+}
+
+// finish records a batch's outcome and drops it from the queue.
+func (w *writeback) finish(batch []*record, ops []upstream.WBOp, sizes []int, resp *upstream.ApplyResp, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	k := 0
+	for i, r := range batch {
+		for j := 0; j < sizes[i]; j++ {
+			errno := uint32(0)
+			if err != nil {
+				errno = uint32(errnoOf(err))
+			} else if k < len(resp.Errnos) {
+				errno = resp.Errnos[k]
+			}
+			if errno != 0 {
+				w.failLocked(&ops[k], syscall.Errno(errno))
+			}
+			k++
+		}
+		w.doneLocked(r)
+	}
+	w.queue = w.queue[len(batch):]
+	w.done = batch[len(batch)-1].Seq
+	w.stats.Batches++
+	w.stats.Sent += uint64(len(batch))
+	w.stats.Pending = uint64(len(w.queue))
+	if len(w.queue) == 0 {
+		w.journal.Truncate(0)
+	}
+	w.cond.Broadcast()
+}
+
+func (w *writeback) failLocked(op *upstream.WBOp, errno syscall.Errno) {
+	f := Failure{Path: op.Path, Op: wbOpName(op.Kind), Errno: errno.Error()}
+	w.fs.opts.Logf("cachefs: write-back of %s %q failed: %v", f.Op, f.Path, errno)
+	if len(w.stats.Failures) < 1000 {
+		w.stats.Failures = append(w.stats.Failures, f)
+	}
+}
+
+// doneLocked releases what a record held once it is on the host.
+func (w *writeback) doneLocked(r *record) {
+	if r.node == nil || r.node.local == nil {
+		if r.node == nil && r.Staging != "" { // replayed after a restart
+			os.Remove(filepath.Join(w.dir, r.Staging))
+		}
+		return
+	}
+	l := r.node.local
+	l.pending--
+	if l.pending == 0 && l.opens == 0 && l.staging != "" && l.children == nil {
+		w.dropStagingLocked(r.node)
+	}
+}
+
+// dropStagingLocked forgets a file's local copy: the host has it all and
+// the node becomes an ordinary host node again.
+func (w *writeback) dropStagingLocked(n *node) {
+	l := n.local
+	if fi, err := os.Stat(filepath.Join(w.dir, l.staging)); err == nil {
+		w.staged -= fi.Size()
+	}
+	os.Remove(filepath.Join(w.dir, l.staging))
+	n.local = nil
+}
+
+// hold stops (or restarts) sending, for tests of what waits.
+func (w *writeback) hold(on bool) {
+	w.mu.Lock()
+	w.held = on
+	w.mu.Unlock()
+	w.cond.Broadcast()
+}
+
+func (w *writeback) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+	w.cond.Broadcast()
+}
+
+func (w *writeback) snapshot() WritebackStats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.stats
+	s.Failures = append([]Failure(nil), s.Failures...)
+	return s
+}
+
+// transient reports errors of the link, after which a batch is sent
+// again rather than reported.
+func transient(err error) bool {
+	return errors.Is(err, syscall.EIO) || errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ETIMEDOUT) ||
+		errors.Is(err, upstream.ErrSessionLost) || errors.Is(err, syscall.EINTR)
+}
+
+func errnoOf(err error) syscall.Errno {
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return e
+	}
+	return syscall.EIO
+}
+
+func wbOpName(k uint8) string {
+	names := []string{"", "mkdir", "create", "symlink", "write", "unlink", "rmdir", "rename", "setattr", "link"}
+	if int(k) < len(names) {
+		return names[k]
+	}
+	return "op"
+}

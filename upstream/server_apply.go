@@ -1,0 +1,242 @@
+package upstream
+
+import (
+	"strings"
+
+	"github.com/cachefs/cachefs/invalidation"
+	"golang.org/x/sys/unix"
+)
+
+// Write-back from delegated subtrees. Ops name files by path relative to
+// the export root, walked one component at a time beneath it (O_NOFOLLOW,
+// no absolute path is ever built), and are applied in order within a
+// request. Each is idempotent: re-applying a batch after a lost reply or
+// a guest crash ends in the same host state.
+
+func (ss *session) apply(req *ApplyReq, resp *ApplyResp) error {
+	if err := ss.writable(); err != nil {
+		return err
+	}
+	resp.Errnos = make([]uint32, len(req.Ops))
+	for i := range req.Ops {
+		if err := ss.applyOne(&req.Ops[i]); err != nil {
+			resp.Errnos[i] = uint32(toErrno(err))
+		}
+	}
+	return nil
+}
+
+func toErrno(err error) unix.Errno {
+	if e, ok := err.(unix.Errno); ok {
+		return e
+	}
+	return unix.EIO
+}
+
+// walkParent opens the directory holding path's last component and
+// returns it with that name. The caller closes the fd.
+func (ss *session) walkParent(path string) (int, string, error) {
+	parts := strings.Split(path, "/")
+	name := parts[len(parts)-1]
+	if err := validName(name); err != nil {
+		return -1, "", err
+	}
+	fd, err := unix.Dup(ss.srv.rootFD)
+	if err != nil {
+		return -1, "", err
+	}
+	for _, p := range parts[:len(parts)-1] {
+		if err := validName(p); err != nil {
+			unix.Close(fd)
+			return -1, "", err
+		}
+		next, err := unix.Openat(fd, p, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(fd)
+		if err != nil {
+			return -1, "", err
+		}
+		fd = next
+	}
+	return fd, name, nil
+}
+
+// markPath suppresses the host events of a write-back op.
+func (ss *session) markPath(dfd int, name string, ops ...invalidation.Op) {
+	var st unix.Stat_t
+	if unix.Fstat(dfd, &st) == nil {
+		ss.mark(ss.nodes.find(st.Dev, st.Ino), name, ops...)
+	}
+}
+
+func (ss *session) applyOne(op *WBOp) error {
+	dfd, name, err := ss.walkParent(op.Path)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dfd)
+	switch op.Kind {
+	case WBMkdir:
+		ss.markPath(dfd, name, invalidation.Create, invalidation.Attrib)
+		err = unix.Mkdirat(dfd, name, op.Mode&07777)
+		if err == unix.EEXIST {
+			err = isType(dfd, name, unix.S_IFDIR)
+		}
+		return ss.applyOwner(dfd, name, op, err)
+	case WBCreate:
+		ss.markPath(dfd, name, invalidation.Create, invalidation.Attrib)
+		fd, err := unix.Openat(dfd, name, unix.O_CREAT|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, op.Mode&07777)
+		if err == nil {
+			unix.Close(fd)
+			err = isType(dfd, name, unix.S_IFREG)
+		}
+		return ss.applyOwner(dfd, name, op, err)
+	case WBSymlink:
+		ss.markPath(dfd, name, invalidation.Create, invalidation.Attrib)
+		err = unix.Symlinkat(op.Target, dfd, name)
+		if err == unix.EEXIST {
+			buf := make([]byte, unix.PathMax)
+			if n, rerr := unix.Readlinkat(dfd, name, buf); rerr == nil && string(buf[:n]) == op.Target {
+				err = nil
+			}
+		}
+		return ss.applyOwner(dfd, name, op, err)
+	case WBWrite:
+		ss.markPath(dfd, name, invalidation.Modify, invalidation.Attrib)
+		return applyWrite(dfd, name, op)
+	case WBUnlink, WBRmdir:
+		ss.markPath(dfd, name, invalidation.Delete)
+		flags := 0
+		if op.Kind == WBRmdir {
+			flags = unix.AT_REMOVEDIR
+		}
+		if err := unix.Unlinkat(dfd, name, flags); err != nil && err != unix.ENOENT {
+			return err
+		}
+		return nil
+	case WBRename:
+		return ss.applyRename(dfd, name, op)
+	case WBSetattr:
+		ss.markPath(dfd, name, invalidation.Attrib, invalidation.Modify)
+		return applySetattr(dfd, name, op)
+	case WBLink:
+		return ss.applyLink(dfd, name, op)
+	}
+	return unix.EINVAL
+}
+
+// applyOwner gives a created name its owner, unless creating it failed.
+func (ss *session) applyOwner(dfd int, name string, op *WBOp, err error) error {
+	if err != nil {
+		return err
+	}
+	return ss.chownNew(dfd, name, Caller{Uid: op.Uid, Gid: op.Gid})
+}
+
+func applyWrite(dfd int, name string, op *WBOp) error {
+	fd, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if op.First {
+		if err := unix.Ftruncate(fd, int64(op.Size)); err != nil {
+			return err
+		}
+	}
+	for off, b := op.Offset, op.Data; len(b) > 0; {
+		n, err := unix.Pwrite(fd, b, off)
+		if err != nil {
+			return err
+		}
+		off, b = off+int64(n), b[n:]
+	}
+	if op.Valid&(SetAtime|SetMtime) == 0 {
+		return nil
+	}
+	ts := []unix.Timespec{unix.NsecToTimespec(op.Atime), unix.NsecToTimespec(op.Mtime)}
+	return unix.UtimesNanoAt(dfd, name, ts, unix.AT_SYMLINK_NOFOLLOW)
+}
+
+func applySetattr(dfd int, name string, op *WBOp) error {
+	if op.Valid&SetSize != 0 {
+		fd, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		err = unix.Ftruncate(fd, int64(op.Size))
+		unix.Close(fd)
+		if err != nil {
+			return err
+		}
+	}
+	if op.Valid&SetMode != 0 {
+		if err := unix.Fchmodat(dfd, name, op.Mode&07777, 0); err != nil && err != unix.EOPNOTSUPP {
+			return err
+		}
+	}
+	if op.Valid&(SetUid|SetGid) != 0 {
+		uid, gid := -1, -1
+		if op.Valid&SetUid != 0 {
+			uid = int(op.Uid)
+		}
+		if op.Valid&SetGid != 0 {
+			gid = int(op.Gid)
+		}
+		if err := unix.Fchownat(dfd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return err
+		}
+	}
+	if op.Valid&(SetAtime|SetMtime) != 0 {
+		ts := []unix.Timespec{timeArg(op.Valid, SetAtime, 0, op.Atime), timeArg(op.Valid, SetMtime, 0, op.Mtime)}
+		return unix.UtimesNanoAt(dfd, name, ts, unix.AT_SYMLINK_NOFOLLOW)
+	}
+	return nil
+}
+
+func (ss *session) applyRename(dfd int, name string, op *WBOp) error {
+	nfd, newName, err := ss.walkParent(op.Path2)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(nfd)
+	ss.markPath(dfd, name, invalidation.MoveFrom)
+	ss.markPath(nfd, newName, invalidation.MoveTo)
+	err = unix.Renameat2(dfd, name, nfd, newName, uint(op.Flags))
+	if err == unix.ENOENT && unix.Faccessat(nfd, newName, unix.F_OK, unix.AT_SYMLINK_NOFOLLOW) == nil {
+		return nil // done before: the source is gone and the target there
+	}
+	return err
+}
+
+func (ss *session) applyLink(dfd int, name string, op *WBOp) error {
+	nfd, newName, err := ss.walkParent(op.Path2)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(nfd)
+	ss.markPath(nfd, newName, invalidation.Create)
+	err = unix.Linkat(dfd, name, nfd, newName, 0)
+	if err == unix.EEXIST {
+		var a, b unix.Stat_t
+		if unix.Fstatat(dfd, name, &a, unix.AT_SYMLINK_NOFOLLOW) == nil &&
+			unix.Fstatat(nfd, newName, &b, unix.AT_SYMLINK_NOFOLLOW) == nil && a.Ino == b.Ino {
+			return nil
+		}
+	}
+	return err
+}
+
+// isType checks that name in dfd is of type fmt (an S_IF constant).
+func isType(dfd int, name string, fmt uint32) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != fmt {
+		if fmt == unix.S_IFDIR {
+			return unix.ENOTDIR
+		}
+		return unix.EEXIST
+	}
+	return nil
+}
