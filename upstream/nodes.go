@@ -23,7 +23,8 @@ type node struct {
 	refs   uint64 // lookups the guest holds
 	parent *node  // a directory that held name when last seen
 	name   string
-	opens  int // open handles on this node
+	opens  int                   // open handles on this node
+	locks  map[uint64]*ownerLock // POSIX lock owner: its lock fd (server_lock.go)
 }
 
 type devIno struct{ dev, ino uint64 }
@@ -118,10 +119,15 @@ func (t *nodeTable) where(n *node) (*node, string) {
 	return n.parent, n.name
 }
 
+// addOpen adds d to n's open handles and returns their number. With the
+// last handle go the POSIX locks of every owner.
 func (t *nodeTable) addOpen(n *node, d int) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n.opens += d
+	if d < 0 && n.opens == 0 {
+		t.dropLocksLocked(n)
+	}
 	return n.opens
 }
 
@@ -134,7 +140,10 @@ func (t *nodeTable) len() int {
 // validName rejects names that are not a single component of the
 // directory they are looked up in.
 func validName(name string) error {
-	if name == "" || name == "." || name == ".." || len(name) > 255 {
+	if len(name) > 255 {
+		return syscall.ENAMETOOLONG
+	}
+	if name == "" || name == "." || name == ".." {
 		return syscall.EINVAL
 	}
 	for i := 0; i < len(name); i++ {

@@ -21,6 +21,9 @@ func (ss *session) nodeFD(n *node) (*fdRef, error) {
 		return r, nil
 	}
 	fd, err := ss.openNode(n)
+	if err == unix.ESTALE {
+		fd, err = ss.openViaFile(n)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -61,6 +64,31 @@ func (ss *session) openNode(n *node) (int, error) {
 		return -1, unix.ESTALE
 	}
 	return fd, nil
+}
+
+// openViaFile opens n through the fd of one of its open files: the way
+// left to reach a file whose last name is gone.
+func (ss *session) openViaFile(n *node) (int, error) {
+	for _, f := range ss.openFilesOf(n) {
+		if r := ss.srv.fds.get(f); r != nil {
+			defer r.release()
+			return unix.Open(procPath(r.fd), unix.O_PATH|unix.O_CLOEXEC, 0)
+		}
+	}
+	return -1, unix.ESTALE
+}
+
+// openFilesOf returns n's open files.
+func (ss *session) openFilesOf(n *node) []*openFile {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	var out []*openFile
+	for _, f := range ss.handles {
+		if f.node == n {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // fileFD returns the fd of an open file with a reference held,

@@ -1,0 +1,83 @@
+// Package posixtest is cachefs's POSIX conformance suite: named tests,
+// each a func(t, dir) that works only beneath dir, written once and run
+// against a plain directory and against a cachefs mount in every
+// consistency mode (cachefs/conformance_test.go).
+//
+// # Rules
+//
+// A test asserts what Linux does on a local filesystem; the plain
+// directory run is the proof. Tests run one at a time: some set the
+// process umask. A test skips, with the reason, only where the
+// filesystem under it or the caller's privilege lacks a feature (root
+// for chown, fallocate modes).
+//
+// The model is go-fuse's posixtest package and rclone's vfstest.
+package posixtest
+
+import "testing"
+
+// All holds every test by name.
+var All = map[string]func(t *testing.T, dir string){
+	// file.go
+	"FileBasic":         FileBasic,
+	"OpenErrors":        OpenErrors,
+	"OpenExcl":          OpenExcl,
+	"OpenTrunc":         OpenTrunc,
+	"AppendWrite":       AppendWrite,
+	"Truncate":          Truncate,
+	"Ftruncate":         Ftruncate,
+	"PreadPwrite":       PreadPwrite,
+	"SparseFile":        SparseFile,
+	"UnlinkOpenFile":    UnlinkOpenFile,
+	"LargeFile":         LargeFile,
+	"WriteUpdatesTimes": WriteUpdatesTimes,
+	// dir.go
+	"MkdirRmdir":    MkdirRmdir,
+	"ReaddirBig":    ReaddirBig,
+	"ReaddirTypes":  ReaddirTypes,
+	"ReaddirModify": ReaddirModify,
+	"ReaddirSeek":   ReaddirSeek,
+	"DeepPath":      DeepPath,
+	"OddNames":      OddNames,
+	"NameTooLong":   NameTooLong,
+	// link.go
+	"Symlink":         Symlink,
+	"SymlinkDangling": SymlinkDangling,
+	"SymlinkLong":     SymlinkLong,
+	"HardLink":        HardLink,
+	// rename.go
+	"RenameFile":      RenameFile,
+	"RenameOverFile":  RenameOverFile,
+	"RenameDir":       RenameDir,
+	"RenameOtherDir":  RenameOtherDir,
+	"RenameNoreplace": RenameNoreplace,
+	"RenameExchange":  RenameExchange,
+	// attr.go
+	"Chmod":          Chmod,
+	"ChmodZero":      ChmodZero,
+	"Chown":          Chown,
+	"Utimens":        Utimens,
+	"UtimesPreEpoch": UtimesPreEpoch,
+	"Umask":          Umask,
+	"SetgidDir":      SetgidDir,
+	"Statfs":         Statfs,
+	"Mknod":          Mknod,
+	// xattr.go
+	"Xattr":       Xattr,
+	"XattrErrors": XattrErrors,
+	// alloc.go
+	"Fallocate":    Fallocate,
+	"PunchHole":    PunchHole,
+	"SeekDataHole": SeekDataHole,
+	"Fsync":        Fsync,
+	// lock.go
+	"OFDLock":          OFDLock,
+	"GetLk":            GetLk,
+	"GetLkToEOF":       GetLkToEOF,
+	"ProcessLock":      ProcessLock,
+	"ProcessLockClose": ProcessLockClose,
+	"Flock":            Flock,
+	// mmap.go
+	"MmapRead":  MmapRead,
+	"MmapWrite": MmapWrite,
+}
