@@ -124,7 +124,6 @@ func (fs *FS) hostListing(dir *node) ([]string, []*node, []upstream.Attr, upstre
 	return names, nodes, attrs, dattr, fs.status2err(st)
 }
 
-
 // childPath is the path of name in dir.
 func (fs *FS) childPath(dir *node, name string) (string, bool) {
 	p, ok := fs.nodes.path(dir)

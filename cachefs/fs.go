@@ -58,7 +58,7 @@ type FS struct {
 	evStats    eventStats
 	actPending actPending
 	watches    watchSet
-	wb         *writeback // nil without a state directory
+	wb         *writeback    // nil without a state directory
 	ttl        time.Duration // immutable
 
 	mu     sync.Mutex // protects server
@@ -190,9 +190,9 @@ func (fs *FS) nodeUp(id, epoch uint64) (*node, uint64, error) {
 
 // Stats are the guest's counters.
 type Stats struct {
-	Upstream upstream.Snapshot
-	Nodes    int
-	Handles  int
+	Upstream  upstream.Snapshot
+	Nodes     int
+	Handles   int
 	Cache     CacheStats
 	Events    EventStats
 	Writeback WritebackStats

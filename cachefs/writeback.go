@@ -75,9 +75,9 @@ type writeback struct {
 	reported int  // failures returned by wait so far
 }
 
-const wbBatch = 512           // records per OpApply at most
-const wbBatchBytes = 2 << 20  // data per OpApply at most
-const wbChunk = 1 << 20       // data per WBWrite
+const wbBatch = 512          // records per OpApply at most
+const wbBatchBytes = 2 << 20 // data per OpApply at most
+const wbChunk = 1 << 20      // data per WBWrite
 
 func newWriteback(fs *FS, dir string, lim WritebackLimits) (*writeback, error) {
 	if lim.Records == 0 {

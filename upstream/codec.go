@@ -179,9 +179,10 @@ func (d *decoder) slice(v reflect.Value) {
 		}
 		return
 	}
-	// Each element takes at least one byte, so a count beyond the bytes
-	// left is malformed; this bounds the allocation below.
-	if uint64(n) > uint64(len(d.buf)) || n > math.MaxInt32 {
+	// Each element takes at least minSize bytes, so a larger count is
+	// malformed; this bounds the allocation below by the payload's size
+	// times the ratio of an element's memory to its encoding.
+	if uint64(n)*uint64(minSize(v.Type().Elem())) > uint64(len(d.buf)) || n > math.MaxInt32 {
 		d.err = fmt.Errorf("%w: %d elements in %d bytes", ErrMalformed, n, len(d.buf))
 		return
 	}
@@ -190,4 +191,25 @@ func (d *decoder) slice(v reflect.Value) {
 		d.value(s.Index(i))
 	}
 	v.Set(s)
+}
+
+// minSize is the fewest bytes that encode a value of type t, at least 1.
+func minSize(t reflect.Type) int {
+	switch t.Kind() {
+	case reflect.Bool, reflect.Uint8:
+		return 1
+	case reflect.Uint16:
+		return 2
+	case reflect.Uint32, reflect.Int32, reflect.String, reflect.Slice:
+		return 4
+	case reflect.Uint64, reflect.Int64:
+		return 8
+	case reflect.Struct:
+		n := 0
+		for _, i := range exportedFields(t) {
+			n += minSize(t.Field(i).Type)
+		}
+		return max(n, 1)
+	}
+	return 1
 }

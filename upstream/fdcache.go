@@ -17,6 +17,19 @@ type fdRef struct {
 	refs atomic.Int32
 }
 
+// acquire takes a reference unless the fd has been closed already.
+func (r *fdRef) acquire() bool {
+	for {
+		n := r.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if r.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
 func (r *fdRef) release() {
 	if r.refs.Add(-1) == 0 {
 		unix.Close(r.fd)

@@ -41,8 +41,8 @@ type ServerOptions struct {
 // Server exports a directory to guests.
 type Server struct {
 	opts       ServerOptions // immutable after NewServer
-	rootFD     int           // immutable: O_PATH fd of the export root
-	rootRef    *fdRef        // immutable: never released
+	rootFD     int           // immutable: O_PATH fd of the export root; NewServer only
+	rootRef    *fdRef        // immutable: rootFD, released by Close
 	rootStat   unix.Stat_t   // immutable
 	ownerXattr bool          // immutable
 	rootMount  int           // immutable: mount id of the export root
@@ -70,7 +70,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		return nil, err
 	}
 	s.rootRef = &fdRef{fd: fd}
-	s.rootRef.refs.Store(1 << 30)
+	s.rootRef.refs.Store(1)
 	s.ownerXattr = os.Geteuid() != 0
 	if opts.OwnerXattrs != nil {
 		s.ownerXattr = *opts.OwnerXattrs
@@ -147,9 +147,14 @@ func (s *Server) ServeConn(c net.Conn) {
 	sc.serve()
 }
 
-// Close closes every connection and session and the export root.
+// Close closes every connection and session and the export root (once
+// no request still running uses it).
 func (s *Server) Close() error {
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
 	s.closed = true
 	conns := s.conns
 	s.conns = map[*serverConn]bool{}
@@ -162,6 +167,7 @@ func (s *Server) Close() error {
 	for _, ss := range sessions {
 		ss.close()
 	}
+	s.rootRef.release()
 	return nil
 }
 
@@ -202,9 +208,13 @@ func (s *Server) attach(req *HelloReq) (*session, bool) {
 	return ss, false
 }
 
-// detached starts the grace period of a session whose connection ended.
-func (s *Server) detached(ss *session) {
-	gen := ss.detached()
+// detached starts the grace period of a session whose connection sc
+// ended, unless the session has moved on to another connection.
+func (s *Server) detached(ss *session, sc *serverConn) {
+	gen, ok := ss.detached(sc)
+	if !ok {
+		return
+	}
 	time.AfterFunc(s.opts.SessionGrace, func() {
 		if !ss.expired(gen) {
 			return

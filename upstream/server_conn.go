@@ -27,12 +27,24 @@ func (sc *serverConn) serve() {
 	defer sc.conn.Close()
 	if err := sc.handshake(); err != nil {
 		sc.fatal(err)
+		if sc.sess != nil {
+			sc.srv.detached(sc.sess, sc)
+		}
 		return
 	}
-	defer sc.srv.detached(sc.sess)
-	sem := make(chan struct{}, maxInflight)
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	sc.loop(&wg)
+	// The grace period starts when the connection ends, not when its
+	// last request does: a blocked lock request may wait for the
+	// session's end to release the lock it waits on.
+	sc.srv.detached(sc.sess, sc)
+	wg.Wait()
+}
+
+// loop reads requests and starts a handler for each until the
+// connection fails.
+func (sc *serverConn) loop(wg *sync.WaitGroup) {
+	sem := make(chan struct{}, maxInflight)
 	for {
 		h, payload, err := sc.fr.next()
 		if err != nil {
@@ -57,14 +69,16 @@ func (sc *serverConn) serve() {
 	}
 }
 
-// fatal reports a protocol error to the peer before the connection is
-// closed. Plain I/O errors and EOF close silently.
+// fatal reports a protocol error to the peer and closes the connection
+// at once, so no reply of a request still in flight follows the error.
+// Plain I/O errors and EOF close silently, after those replies.
 func (sc *serverConn) fatal(err error) {
 	var pe *ProtocolError
 	if errors.As(err, &pe) {
 		sc.srv.opts.Logf("cachefs: closing connection from %v: %v", sc.conn.RemoteAddr(), err)
 		sc.conn.SetWriteDeadline(time.Now().Add(time.Second))
 		sc.write(appendFrame(nil, Header{Kind: KindError}, &ErrorMsg{Text: pe.Error()}))
+		sc.conn.Close()
 	}
 }
 
@@ -108,7 +122,6 @@ func (sc *serverConn) handle(h Header, hd handler, payload []byte) {
 		var pe *ProtocolError
 		if errors.As(err, &pe) {
 			sc.fatal(err)
-			sc.conn.Close()
 			return
 		}
 		rh.Errno = uint32(sc.toErrno(h.Op, err))

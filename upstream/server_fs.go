@@ -15,6 +15,9 @@ const ownerXattr = "user.cachefs.owner"
 // nodeFD returns an O_PATH fd for n with a reference held.
 func (ss *session) nodeFD(n *node) (*fdRef, error) {
 	if n == ss.root {
+		if !ss.srv.rootRef.acquire() {
+			return nil, unix.ESTALE // the server is closed
+		}
 		return ss.srv.rootRef, nil
 	}
 	if r := ss.srv.fds.get(n); r != nil {
@@ -34,7 +37,7 @@ func (ss *session) nodeFD(n *node) (*fdRef, error) {
 // checking that the name still holds the same inode.
 func (ss *session) openNode(n *node) (int, error) {
 	if n.handle != nil && ss.srv.useHandles.Load() {
-		fd, err := unix.OpenByHandleAt(ss.srv.rootFD, *n.handle, unix.O_PATH|unix.O_CLOEXEC)
+		fd, err := ss.openByHandle(n)
 		if err == nil {
 			return fd, nil
 		}
@@ -91,11 +94,25 @@ func (ss *session) openFilesOf(n *node) []*openFile {
 	return out
 }
 
+// openByHandle opens n by its file handle, with the export root as the
+// mount fd.
+func (ss *session) openByHandle(n *node) (int, error) {
+	r, err := ss.nodeFD(ss.root)
+	if err != nil {
+		return -1, err
+	}
+	defer r.release()
+	return unix.OpenByHandleAt(r.fd, *n.handle, unix.O_PATH|unix.O_CLOEXEC)
+}
+
 // fileFD returns the fd of an open file with a reference held,
 // reopening it if it was evicted.
 func (ss *session) fileFD(f *openFile) (*fdRef, error) {
 	if r := ss.srv.fds.get(f); r != nil {
 		return r, nil
+	}
+	if r := f.pinned.Load(); r != nil && r.acquire() {
+		return r, nil // no name may be left to reopen it by
 	}
 	nr, err := ss.nodeFD(f.node)
 	if err != nil {

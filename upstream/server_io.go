@@ -152,6 +152,30 @@ func openCreate(dfd int, name string, flags int, mode uint32) (int, bool, error)
 	if err != unix.EEXIST {
 		return fd, err == nil, err
 	}
-	fd, err = unix.Openat(dfd, name, flags, mode)
+	fd, err = openExisting(dfd, name, flags&^(unix.O_CREAT|unix.O_NOFOLLOW))
 	return fd, false, err
+}
+
+// openExisting opens name in dfd if it is a regular file, as open does:
+// opening a fifo would block the server, a device reach beyond the
+// export.
+func openExisting(dfd int, name string, flags int) (int, error) {
+	pfd, err := unix.Openat(dfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(pfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(pfd, &st); err != nil {
+		return -1, err
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return unix.Open(procPath(pfd), flags, 0)
+	case unix.S_IFDIR:
+		return -1, unix.EISDIR
+	case unix.S_IFLNK:
+		return -1, unix.ELOOP
+	}
+	return -1, unix.EINVAL
 }

@@ -43,9 +43,16 @@ func (ss *session) chownNew(dfd int, name string, c Caller) error {
 	return ss.setOwner(fd, &st, c.Uid, gid)
 }
 
+// mknod makes regular files, fifos and sockets. Device nodes are
+// refused: through one a guest would reach the host's devices.
 func (ss *session) mknod(req *MknodReq, resp *EntryResp) error {
 	if err := ss.writable(); err != nil {
 		return err
+	}
+	switch req.Mode & unix.S_IFMT {
+	case 0, unix.S_IFREG, unix.S_IFIFO, unix.S_IFSOCK:
+	default:
+		return unix.EPERM
 	}
 	return ss.withDirName(req.Parent, req.Name, func(dir *node, fd int) (err error) {
 		ss.mark(dir, req.Name, invalidation.Create, invalidation.Attrib)
@@ -138,10 +145,10 @@ func (ss *session) remove(req *UnlinkReq, flags int, resp *ChangedResp) error {
 	return ss.withDirName(req.Parent, req.Name, func(dir *node, fd int) error {
 		ss.mark(dir, req.Name, invalidation.Delete)
 		victim := ss.victim(fd, req.Name)
+		ss.unlinking(victim)
 		if err := unix.Unlinkat(fd, req.Name, flags); err != nil {
 			return err
 		}
-		ss.unlinked(victim)
 		resp.add(victim)
 		return nil
 	})
@@ -157,9 +164,10 @@ func (ss *session) victim(dfd int, name string) *node {
 	return ss.nodes.find(st.Dev, st.Ino)
 }
 
-// unlinked pins the open files of a node that may have lost its last
-// name, so their fds are not evicted beyond reopening.
-func (ss *session) unlinked(n *node) {
+// unlinking pins the open files of a node that may lose its last name,
+// before it does: their fds must outlive eviction, as they could not be
+// reopened.
+func (ss *session) unlinking(n *node) {
 	if n == nil || ss.nodes.addOpen(n, 0) == 0 {
 		return
 	}
@@ -176,6 +184,9 @@ func (ss *session) rename(req *RenameReq, resp *ChangedResp) error {
 			replaced := ss.victim(nfd, req.NewName)
 			ss.mark(odir, req.Name, invalidation.MoveFrom)
 			ss.mark(ndir, req.NewName, invalidation.MoveTo)
+			if req.Flags&RenameExchange == 0 {
+				ss.unlinking(replaced)
+			}
 			if err := unix.Renameat2(ofd, req.Name, nfd, req.NewName, uint(req.Flags)); err != nil {
 				return err
 			}
@@ -184,8 +195,6 @@ func (ss *session) rename(req *RenameReq, resp *ChangedResp) error {
 			}
 			if replaced != nil && req.Flags&RenameExchange != 0 {
 				ss.nodes.moved(replaced, odir, req.Name)
-			} else {
-				ss.unlinked(replaced)
 			}
 			resp.add(moving, replaced)
 			return nil

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -31,10 +32,14 @@ type openFile struct {
 	flags int   // immutable: open flags for reopening
 	dir   bool  // immutable
 
-	mu     sync.Mutex // protects the following; held across a readdir
-	pinned *fdRef     // held while locks exist or the file is unlinked
-	pos    uint64     // directory position the fd is at
-	atPos  *fdRef     // the fd pos refers to
+	// pinned is held while the handle holds locks or the file may have
+	// lost its last name; fileFD uses it once the cache has evicted it.
+	// Set under mu.
+	pinned atomic.Pointer[fdRef]
+
+	mu    sync.Mutex // protects the following; held across a readdir
+	pos   uint64     // directory position the fd is at
+	atPos *fdRef     // the fd pos refers to
 }
 
 func newSession(s *Server, id uint64) *session {
@@ -60,12 +65,18 @@ func (ss *session) attached() {
 	ss.mu.Unlock()
 }
 
-func (ss *session) detached() uint64 {
+// detached records that sc ended. It reports false if the session has
+// been resumed on another connection meanwhile: sc's end may be noticed
+// only after the guest reconnected.
+func (ss *session) detached(sc *serverConn) (uint64, bool) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	if ss.conn != sc {
+		return 0, false
+	}
 	ss.gen++
 	ss.conn = nil
-	return ss.gen
+	return ss.gen, true
 }
 
 // expired reports whether the session is still detached since gen.
@@ -109,9 +120,8 @@ func (ss *session) closeFile(f *openFile) {
 	ss.nodes.addOpen(f.node, -1)
 	ss.srv.fds.remove(f)
 	f.mu.Lock()
-	if f.pinned != nil {
-		f.pinned.release()
-		f.pinned = nil
+	if r := f.pinned.Swap(nil); r != nil {
+		r.release()
 	}
 	if f.atPos != nil {
 		f.atPos.release()
@@ -120,8 +130,8 @@ func (ss *session) closeFile(f *openFile) {
 	f.mu.Unlock()
 }
 
-// pinOpenFiles keeps the fds of n's open files from eviction: after n's
-// last name is gone they could not be reopened.
+// pinOpenFiles keeps the fds of n's open files beyond eviction: after
+// n's last name is gone they could not be reopened.
 func (ss *session) pinOpenFiles(n *node) {
 	ss.mu.Lock()
 	var files []*openFile
@@ -139,14 +149,14 @@ func (ss *session) pinOpenFiles(n *node) {
 func (ss *session) pin(f *openFile) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.pinned != nil {
+	if f.pinned.Load() != nil {
 		return nil
 	}
 	r, err := ss.fileFD(f)
 	if err != nil {
 		return err
 	}
-	f.pinned = r
+	f.pinned.Store(r)
 	return nil
 }
 

@@ -1,0 +1,7 @@
+package upstream
+
+// UsesHandles reports whether s identifies inodes by file handle.
+func UsesHandles(s *Server) bool { return s.useHandles.Load() }
+
+// RootRefs returns the references held on s's export root fd.
+func RootRefs(s *Server) int32 { return s.rootRef.refs.Load() }
