@@ -43,7 +43,7 @@ go build -o "$work/bin/loopback" ./benchmarks/loopback
 go build -o "$work/bin/cachefs-bench" ./benchmarks/cmd/cachefs-bench
 
 rev=${REVISION:-$(git describe --always --dirty 2>/dev/null || echo unknown)}
-args=(--work "$work" --bin "$work/bin" --out benchmarks/out --revision "$rev" --command "benchmarks/run.sh $*")
+args=(--work "$work" --bin "$work/bin" --out benchmarks/out --revision "$rev" --command "benchmarks/run.sh${*:+ $*}")
 if [ "$quick" = 0 ]; then
 	args+=(--docs docs/benchmarks.md --publish benchmarks/results)
 fi

@@ -29,6 +29,7 @@ type config struct {
 	RepeatBelow time.Duration
 	Command     string // the command line recorded in the report
 	Revision    string // the cachefs revision measured
+	From        string // results.json to render again instead of measuring
 }
 
 func main() {
@@ -45,11 +46,16 @@ func main() {
 	flag.DurationVar(&c.Timeout, "timeout", 0, "limit of one phase; slower cells show as >LIMIT (default 2m)")
 	flag.DurationVar(&c.RepeatBelow, "repeat-below", 45*time.Second, "run a cell again only if its first run took less")
 	flag.StringVar(&c.Command, "command", "", "command line to record (default: this one)")
+	flag.StringVar(&c.From, "from", "", "render this results.json again (to --out, --docs, --publish) without measuring")
 	flag.StringVar(&c.Revision, "revision", "", "cachefs revision to record (default: git describe --always --dirty)")
 	flag.Parse()
 	c.defaults()
 	r, err := newRunner(c)
-	if err == nil {
+	switch {
+	case err != nil:
+	case c.From != "":
+		err = r.render(c.From)
+	default:
 		err = r.run()
 	}
 	if err != nil {

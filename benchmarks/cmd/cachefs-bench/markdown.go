@@ -40,7 +40,7 @@ func (rep *report) header(b *strings.Builder) {
 	}
 	fmt.Fprintf(b, "Measured %s on Linux %s, %d CPUs, %s size, %d run(s) per cell%s; load average %.2f at the start, %.2f at the end.\n\n",
 		rep.Date, rep.Kernel, rep.Nproc, rep.Size, rep.Runs, status, rep.LoadStart, rep.LoadEnd)
-	fmt.Fprintf(b, "Command: `%s` (cachefs revision %s)\n\n", rep.Command, rep.Revision)
+	fmt.Fprintf(b, "Command: `%s` (cachefs revision %s)\n\n", strings.TrimSpace(rep.Command), rep.Revision)
 	s := rep.Sizes
 	fmt.Fprintf(b, "Inputs: dd %d x 1 KiB; tree %s; go list over %s; ls -l of %d files; fio %d jobs x %d files of 4 KiB.\n",
 		s.DDCount, treeName(s.Tree), goSrcName(s.GoSrc), s.BigDir, s.FioJobs, s.FioFiles)

@@ -190,6 +190,19 @@ func maxOf(v []float64) float64 {
 	return m
 }
 
+// render loads a saved results.json and writes it out again.
+func (r *runner) render(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	r.rep = report{}
+	if err := json.Unmarshal(b, &r.rep); err != nil {
+		return fmt.Errorf("%s: %v", path, err)
+	}
+	return r.rep.write(r)
+}
+
 // write saves results.json, results.csv, results.md and chart.svg, and
 // the docs section and published copies when asked.
 func (rep *report) write(r *runner) error {
