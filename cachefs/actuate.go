@@ -139,6 +139,9 @@ func (fs *FS) actuateOne(a *actuation, p string, epoch uint64) error {
 			return unix.Unlink(p)
 		})
 	case opMove:
+		if fs.nodes.child(a.parent, a.name) == nil && fs.nodes.child(a.newParent, a.newName) != nil {
+			return nil // the guest has the result already: its own rename, echoed
+		}
 		to, ok := fs.guestPath(a.newParent)
 		if !ok {
 			return syscall.ENOENT

@@ -46,7 +46,7 @@ func (fs *FS) actLookup(h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.
 		return fuse.OK
 	}
 	up := 1<<63 | phantomIDs.Add(1)
-	n := fs.nodes.add(parent, name, up, fs.up.Epoch(), mode)
+	n := fs.nodes.add(parent, name, up, fs.up.Epoch(), &upstream.Attr{Mode: mode, Ino: up})
 	*out = fuse.EntryOut{NodeId: n.id, Attr: fuse.Attr{Ino: up, Mode: mode, Nlink: 1}}
 	return fuse.OK
 }

@@ -45,7 +45,14 @@ func (fs *FS) localAttr(n *node) (upstream.Attr, bool) {
 	if n.local == nil {
 		return upstream.Attr{}, false
 	}
-	return n.local.attr, true
+	a := n.local.attr
+	if n.local.staging != "" {
+		var st syscall.Stat_t
+		if syscall.Stat(filepath.Join(fs.wb.dir, n.local.staging), &st) == nil {
+			a.Blocks = uint64(st.Blocks)
+		}
+	}
+	return a, true
 }
 
 // own makes dir's listing the guest's, loading it from the host the
@@ -113,7 +120,7 @@ func (fs *FS) hostListing(dir *node) ([]string, []*node, []upstream.Attr, upstre
 					continue
 				}
 				names = append(names, e.Name)
-				nodes = append(nodes, fs.nodes.adopt(dir, e.Name, e.Entry.Node, epoch, e.Entry.Attr.Mode))
+				nodes = append(nodes, fs.nodes.adopt(dir, e.Name, e.Entry.Node, epoch, &e.Entry.Attr))
 				attrs = append(attrs, e.Entry.Attr)
 			}
 			if rr.EOF || len(rr.Entries) == 0 {
@@ -154,6 +161,9 @@ func (fs *FS) dLookup(parent *node, name string, out *fuse.EntryOut) (fuse.Statu
 	}
 	n := parent.local.children[name]
 	w.mu.Unlock()
+	if len(name) > 255 {
+		return fuse.Status(syscall.ENAMETOOLONG), true
+	}
 	if n == nil {
 		fs.negativeEntry(parent, out)
 		return fuse.OK, true
@@ -192,7 +202,12 @@ func (fs *FS) attrOf(n *node) (upstream.Attr, error) {
 }
 
 // dCreate makes a file, directory or symlink in an owned directory.
-func (fs *FS) dCreate(parent *node, name string, mode uint32, target string, c upstream.Caller, out *fuse.EntryOut) (*node, fuse.Status) {
+// With opening, a regular file is counted as open already, so that its
+// local state stays until the caller's handle holds it.
+func (fs *FS) dCreate(parent *node, name string, mode uint32, target string, c upstream.Caller, out *fuse.EntryOut, opening bool) (*node, fuse.Status) {
+	if len(name) > 255 {
+		return nil, fuse.Status(syscall.ENAMETOOLONG)
+	}
 	if err := fs.own(parent); err != nil {
 		return nil, fs.status(err)
 	}
@@ -204,6 +219,12 @@ func (fs *FS) dCreate(parent *node, name string, mode uint32, target string, c u
 	p, ok := fs.childPath(parent, name)
 	if !ok {
 		return nil, fuse.Status(syscall.ESTALE)
+	}
+	if pa := parent.local.attr; pa.Mode&syscall.S_ISGID != 0 {
+		c.Gid = pa.Gid // a setgid directory gives its group, and to subdirectories the bit
+		if mode&sIFMT == sIFDIR {
+			mode |= syscall.S_ISGID
+		}
 	}
 	n := fs.nodes.addLocal(parent, name, mode)
 	fs.nodes.pin(n)
@@ -219,6 +240,9 @@ func (fs *FS) dCreate(parent *node, name string, mode uint32, target string, c u
 	default:
 		l.staging = w.newStagingLocked()
 		op.Kind = upstream.WBCreate
+		if opening {
+			l.opens = 1
+		}
 	}
 	n.local = l
 	parent.local.children[name] = n
@@ -251,8 +275,22 @@ func (w *writeback) newStagingLocked() string {
 	return name
 }
 
+// localizeChild gives the node name in dir (if any) guest-side state, so
+// that its link count can drop in the guest.
+func (fs *FS) localizeChild(dir *node, name string) {
+	if fs.own(dir) != nil {
+		return
+	}
+	c := dir.local.children[name]
+	fs.wb.mu.Unlock()
+	if c != nil && fs.localize(c, false) == nil {
+		fs.wb.mu.Unlock()
+	}
+}
+
 // dRemove unlinks or rmdirs a name of an owned directory.
 func (fs *FS) dRemove(parent *node, name string, dir bool) fuse.Status {
+	fs.localizeChild(parent, name)
 	if err := fs.own(parent); err != nil {
 		return fs.status(err)
 	}
@@ -298,6 +336,7 @@ func (fs *FS) dRename(parent *node, name string, newParent *node, newName string
 	if flags&upstream.RenameExchange != 0 {
 		return fuse.ENOSYS
 	}
+	fs.localizeChild(newParent, newName)
 	if err := fs.own(newParent); err != nil {
 		return fs.status(err)
 	}
@@ -328,6 +367,9 @@ func (fs *FS) dRename(parent *node, name string, newParent *node, newName string
 	w.addLocked(upstream.WBOp{Kind: upstream.WBRename, Path: from, Path2: to, Flags: flags}, "", nil)
 	fs.nodes.moved(parent, name, newParent, newName)
 	if old != nil {
+		if old.local != nil && old.local.attr.Nlink > 0 {
+			old.local.attr.Nlink--
+		}
 		fs.unpin(old)
 	}
 	return fuse.OK
@@ -414,6 +456,15 @@ func (fs *FS) dSetattr(n *node, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Stat
 	if req.Valid&upstream.SetGid != 0 {
 		l.Gid = req.Gid
 	}
+	if req.Valid&(upstream.SetUid|upstream.SetGid|upstream.SetKillSuidgid) != 0 && l.Mode&sIFMT == sIFREG {
+		// As Linux: a change of owner drops set-user-id, and set-group-id
+		// where group execution makes it mean something.
+		l.Mode &^= syscall.S_ISUID
+		if l.Mode&syscall.S_IXGRP != 0 {
+			l.Mode &^= syscall.S_ISGID
+		}
+		req.Valid |= upstream.SetMode
+	}
 	if resize {
 		if err := os.Truncate(filepath.Join(w.dir, n.local.staging), int64(req.Size)); err != nil {
 			return fs.status(err)
@@ -468,7 +519,7 @@ func (fs *FS) dListing(dir *node) (*dirSnap, bool) {
 	for _, name := range names {
 		n := dir.local.children[name]
 		fs.nodes.pin(n)
-		de := dentry{node: n, attr: upstream.Attr{Mode: n.mode}}
+		de := dentry{node: n, attr: upstream.Attr{Mode: n.mode, Ino: fs.nodes.inoOf(n)}}
 		if n.local != nil {
 			de.attr = n.local.attr
 		}

@@ -14,8 +14,9 @@ import (
 // File I/O in delegated subtrees goes to the staging copy of the file;
 // closing a file that was written queues its contents for write-back.
 
-// openLocal opens n's staging file for a local handle. Needs w.mu.
-func (fs *FS) openLocalLocked(n *node, flags uint32) (*handle, error) {
+// openLocal opens n's staging file for a local handle; opens counts it
+// already if reserved. Needs w.mu.
+func (fs *FS) openLocalLocked(n *node, flags uint32, reserved bool) (*handle, error) {
 	f, err := os.OpenFile(filepath.Join(fs.wb.dir, n.local.staging), os.O_RDWR, 0)
 	if err != nil {
 		return nil, err
@@ -25,7 +26,9 @@ func (fs *FS) openLocalLocked(n *node, flags uint32) (*handle, error) {
 		n.local.attr.Size = 0
 		n.local.attr.Mtime = nowNs()
 	}
-	n.local.opens++
+	if !reserved {
+		n.local.opens++
+	}
 	h := &handle{node: n, flags: flags, lf: f, dirty: flags&syscall.O_TRUNC != 0}
 	fs.handles.add(h)
 	return h, nil
@@ -51,7 +54,7 @@ func (fs *FS) dOpen(n *node, flags uint32, out *fuse.OpenOut) (fuse.Status, bool
 	if n.local.staging == "" { // truncating: no contents needed
 		n.local.staging = w.newStagingLocked()
 	}
-	h, err := fs.openLocalLocked(n, flags)
+	h, err := fs.openLocalLocked(n, flags, false)
 	if err != nil {
 		return fs.status(err), true
 	}
@@ -155,15 +158,16 @@ func (fs *FS) lLseek(h *handle, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Statu
 
 // dCreateOpen creates and opens a file in a delegated directory.
 func (fs *FS) dCreateOpen(parent *node, name string, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
-	n, st := fs.dCreate(parent, name, sIFREG|in.Mode&07777, "", caller(&in.InHeader), &out.EntryOut)
+	n, st := fs.dCreate(parent, name, sIFREG|in.Mode&07777, "", caller(&in.InHeader), &out.EntryOut, true)
 	if !st.Ok() {
 		return st
 	}
 	w := fs.wb
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	h, err := fs.openLocalLocked(n, in.Flags&^syscall.O_TRUNC)
+	h, err := fs.openLocalLocked(n, in.Flags&^syscall.O_TRUNC, true)
 	if err != nil {
+		n.local.opens--
 		return fs.status(err)
 	}
 	out.Fh, out.OpenFlags = h.id, fuse.FOPEN_KEEP_CACHE

@@ -131,7 +131,7 @@ func (fs *FS) prefetch(dir *node, up, epoch uint64) (bool, error) {
 		for _, e := range td.Entries {
 			var n *node
 			if e.Entry.Node != 0 {
-				n = fs.nodes.adopt(parent, e.Name, e.Entry.Node, epoch, e.Entry.Attr.Mode)
+				n = fs.nodes.adopt(parent, e.Name, e.Entry.Node, epoch, &e.Entry.Attr)
 				known[e.Entry.Node] = n
 			}
 			f.add(e.Name, n, direntAttr(&e))

@@ -162,6 +162,11 @@ func (fs *FS) upID(n *node, epoch uint64) (uint64, error) {
 		fs.nodes.rebind(n, fs.up.Hello().Root.Node, epoch)
 		return fs.upID(n, epoch)
 	}
+	if fs.wb != nil && fs.fresh(n) {
+		// Made in the guest: found by name once the host has it, and its
+		// name on the host is the guest's once all changes are written back.
+		fs.writeBackFirst()
+	}
 	parent, name := fs.nodes.where(n)
 	if parent == nil {
 		return 0, syscall.ESTALE

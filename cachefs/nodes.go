@@ -2,6 +2,8 @@ package cachefs
 
 import (
 	"sync"
+
+	"github.com/cachefs/cachefs/upstream"
 )
 
 // node is the guest's record of an inode the kernel knows. The kernel
@@ -15,6 +17,7 @@ type node struct {
 	parent  *node // where the node was last seen, for re-resolution
 	name    string
 	mode    uint32 // S_IFMT bits
+	ino     uint64 // host inode number, as last seen
 	lookups uint64 // kernel references (nlookup)
 	pins    uint64 // cached names that hold the node
 	upRefs  uint64 // host references taken in epoch
@@ -90,27 +93,28 @@ func (t *nodeTable) where(n *node) (*node, string) {
 
 // add records a host entry found as name in parent, which the kernel is
 // about to be given: one kernel lookup and one host reference.
-func (t *nodeTable) add(parent *node, name string, up, epoch uint64, mode uint32) *node {
-	return t.addRefs(parent, name, up, epoch, mode, 1, 0)
+func (t *nodeTable) add(parent *node, name string, up, epoch uint64, a *upstream.Attr) *node {
+	return t.addRefs(parent, name, up, epoch, a, 1, 0)
 }
 
 // adopt records a host entry that only the cache holds: one pin and one
 // host reference.
-func (t *nodeTable) adopt(parent *node, name string, up, epoch uint64, mode uint32) *node {
-	return t.addRefs(parent, name, up, epoch, mode, 0, 1)
+func (t *nodeTable) adopt(parent *node, name string, up, epoch uint64, a *upstream.Attr) *node {
+	return t.addRefs(parent, name, up, epoch, a, 0, 1)
 }
 
-func (t *nodeTable) addRefs(parent *node, name string, up, epoch uint64, mode uint32, lookups, pins uint64) *node {
+func (t *nodeTable) addRefs(parent *node, name string, up, epoch uint64, a *upstream.Attr, lookups, pins uint64) *node {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	k := upKey{epoch, up}
 	n := t.byUp[k]
 	if n == nil {
-		n = &node{id: t.next, up: up, epoch: epoch, mode: mode & sIFMT}
+		n = &node{id: t.next, up: up, epoch: epoch, mode: a.Mode & sIFMT}
 		t.next++
 		t.byID[n.id] = n
 		t.byUp[k] = n
 	}
+	n.ino = a.Ino
 	n.lookups += lookups
 	n.pins += pins
 	n.upRefs++
@@ -310,4 +314,18 @@ func (t *nodeTable) path(n *node) (string, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.pathLocked(n)
+}
+
+// inoOf returns n's host inode number, 0 if not known yet.
+func (t *nodeTable) inoOf(n *node) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return n.ino
+}
+
+// setIno records n's host inode number, learnt from write-back.
+func (t *nodeTable) setIno(n *node, ino uint64) {
+	t.mu.Lock()
+	n.ino = ino
+	t.mu.Unlock()
 }

@@ -214,7 +214,7 @@ func (fs *FS) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsO
 
 // entered records a host entry the kernel is being given and fills out.
 func (fs *FS) entered(parent *node, name string, e *upstream.Entry, epoch uint64, out *fuse.EntryOut) *node {
-	n := fs.nodes.add(parent, name, e.Node, epoch, e.Attr.Mode)
+	n := fs.nodes.add(parent, name, e.Node, epoch, &e.Attr)
 	fs.fillEntry(out, n, &e.Attr)
 	return n
 }

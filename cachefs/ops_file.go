@@ -112,14 +112,11 @@ func (fs *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 	if h == nil {
 		return fuse.EBADF
 	}
-	if h.lf != nil {
-		return fuse.OK // queued for write-back at release
-	}
 	h.mu.Lock()
 	locked := h.locked
 	h.mu.Unlock()
 	if !locked {
-		return fuse.OK
+		return fuse.OK // a local handle's data is queued for write-back at release
 	}
 	return fs.withHandle(in.Fh, func(_ *handle, up uint64) error {
 		req := &upstream.LockReq{Handle: up, Owner: in.LockOwner,
@@ -139,8 +136,8 @@ func (fs *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 
 func (fs *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 	if h := fs.localHandle(in.Fh); h != nil {
-		fs.handles.remove(in.Fh)
 		fs.lRelease(h)
+		fs.release(in.Fh, upstream.OpRelease) // and its host handle, if locks made one
 		return
 	}
 	fs.release(in.Fh, upstream.OpRelease)

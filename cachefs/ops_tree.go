@@ -70,7 +70,7 @@ func (fs *FS) nodeChanged(n *node, epoch uint64) {
 func (fs *FS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
 	if parent := fs.delegatedDir(&in.InHeader); parent != nil {
 		if in.Mode&sIFMT == sIFREG {
-			_, st := fs.dCreate(parent, name, in.Mode, "", caller(&in.InHeader), out)
+			_, st := fs.dCreate(parent, name, in.Mode, "", caller(&in.InHeader), out, false)
 			return st
 		}
 		defer fs.adoptCreated(parent, name, out)
@@ -83,7 +83,7 @@ func (fs *FS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *
 
 func (fs *FS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
 	if parent := fs.delegatedDir(&in.InHeader); parent != nil {
-		_, st := fs.dCreate(parent, name, sIFDIR|in.Mode&07777, "", caller(&in.InHeader), out)
+		_, st := fs.dCreate(parent, name, sIFDIR|in.Mode&07777, "", caller(&in.InHeader), out, false)
 		return st
 	}
 	return fs.makeEntry(&in.InHeader, name, out, upstream.OpMkdir, func(pup uint64) any {
@@ -93,7 +93,7 @@ func (fs *FS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *
 
 func (fs *FS) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
 	if parent := fs.delegatedDir(h); parent != nil {
-		_, st := fs.dCreate(parent, name, sIFLNK|0777, target, caller(h), out)
+		_, st := fs.dCreate(parent, name, sIFLNK|0777, target, caller(h), out, false)
 		return st
 	}
 	return fs.makeEntry(h, name, out, upstream.OpSymlink, func(pup uint64) any {

@@ -114,7 +114,7 @@ func (fs *FS) resolve(path string) (*node, error) {
 			if err := fs.rpc(upstream.OpLookup, &upstream.LookupReq{Parent: pup, Name: name}, &resp); err != nil {
 				return err
 			}
-			next = fs.nodes.adopt(n, name, resp.Entry.Node, epoch, resp.Entry.Attr.Mode)
+			next = fs.nodes.adopt(n, name, resp.Entry.Node, epoch, &resp.Entry.Attr)
 			return nil
 		})
 		fs.unpin(n)

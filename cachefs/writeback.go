@@ -188,8 +188,7 @@ func (w *writeback) run() {
 		batch := w.takeLocked()
 		w.mu.Unlock()
 		ops, sizes := w.ops(batch)
-		var resp upstream.ApplyResp
-		err := w.fs.rpc(upstream.OpApply, &upstream.ApplyReq{Ops: ops}, &resp)
+		resp, err := w.send(ops)
 		if err != nil && transient(err) {
 			w.mu.Lock()
 			w.stats.Retries++
@@ -199,8 +198,29 @@ func (w *writeback) run() {
 			continue
 		}
 		backoff = 10 * time.Millisecond
-		w.finish(batch, ops, sizes, &resp, err)
+		w.finish(batch, ops, sizes, resp, err)
 	}
+}
+
+// send applies ops on the host in order, in as many requests as the
+// frame size needs.
+func (w *writeback) send(ops []upstream.WBOp) (*upstream.ApplyResp, error) {
+	all := &upstream.ApplyResp{}
+	for len(ops) > 0 {
+		n, bytes := 0, 0
+		for n < len(ops) && (n == 0 || bytes+len(ops[n].Data) <= wbBatchBytes) {
+			bytes += len(ops[n].Data) + len(ops[n].Path) + len(ops[n].Path2) + 64
+			n++
+		}
+		var resp upstream.ApplyResp
+		if err := w.fs.rpc(upstream.OpApply, &upstream.ApplyReq{Ops: ops[:n]}, &resp); err != nil {
+			return nil, err
+		}
+		all.Errnos = append(all.Errnos, resp.Errnos...)
+		all.Inos = append(all.Inos, resp.Inos...)
+		ops = ops[n:]
+	}
+	return all, nil
 }
 
 // takeLocked returns the records of the next batch (they stay queued).
@@ -262,6 +282,12 @@ func (w *writeback) finish(batch []*record, ops []upstream.WBOp, sizes []int, re
 	defer w.mu.Unlock()
 	k := 0
 	for i, r := range batch {
+		if err == nil && k < len(resp.Inos) && resp.Inos[k] != 0 && r.node != nil && r.Op.Kind <= upstream.WBSymlink {
+			w.fs.nodes.setIno(r.node, resp.Inos[k])
+			if r.node.local != nil {
+				r.node.local.attr.Ino = resp.Inos[k] // the number it keeps from now on
+			}
+		}
 		for j := 0; j < sizes[i]; j++ {
 			errno := uint32(0)
 			if err != nil {

@@ -281,7 +281,7 @@ func idempotent(op Op) bool {
 	switch op {
 	case OpPing, OpLookup, OpGetattr, OpReadlink, OpRead, OpWrite, OpFlush, OpFsync,
 		OpReaddir, OpStatfs, OpGetxattr, OpListxattr, OpLseek, OpGetlk, OpSetattr,
-		OpOpen, OpOpendir, OpRelease, OpReleasedir, OpFallocate:
+		OpOpen, OpOpendir, OpRelease, OpReleasedir, OpFallocate, OpApply, OpReadTree, OpWatch:
 		return true
 	}
 	return false

@@ -448,9 +448,11 @@ type WBOp struct {
 	Data   []byte
 }
 
-// ApplyResp has an errno for each op (0: done).
+// ApplyResp has an errno for each op (0: done) and the inode number of
+// what each op left at its path (0 if none).
 type ApplyResp struct {
 	Errnos []uint32
+	Inos   []uint64
 }
 
 // WatchReq asks the host to watch (or, with OpUnwatch, stop watching)

@@ -18,12 +18,29 @@ func (ss *session) apply(req *ApplyReq, resp *ApplyResp) error {
 		return err
 	}
 	resp.Errnos = make([]uint32, len(req.Ops))
+	resp.Inos = make([]uint64, len(req.Ops))
 	for i := range req.Ops {
 		if err := ss.applyOne(&req.Ops[i]); err != nil {
 			resp.Errnos[i] = uint32(toErrno(err))
+		} else {
+			resp.Inos[i] = ss.inoAt(req.Ops[i].Path)
 		}
 	}
 	return nil
+}
+
+// inoAt returns the inode number at path, or 0.
+func (ss *session) inoAt(path string) uint64 {
+	dfd, name, err := ss.walkParent(path)
+	if err != nil {
+		return 0
+	}
+	defer unix.Close(dfd)
+	var st unix.Stat_t
+	if unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return 0
+	}
+	return st.Ino
 }
 
 func toErrno(err error) unix.Errno {
@@ -41,7 +58,12 @@ func (ss *session) walkParent(path string) (int, string, error) {
 	if err := validName(name); err != nil {
 		return -1, "", err
 	}
-	fd, err := unix.Dup(ss.srv.rootFD)
+	r, err := ss.nodeFD(ss.root)
+	if err != nil {
+		return -1, "", err
+	}
+	fd, err := unix.Dup(r.fd)
+	r.release()
 	if err != nil {
 		return -1, "", err
 	}
@@ -84,9 +106,8 @@ func (ss *session) applyOne(op *WBOp) error {
 		return ss.applyOwner(dfd, name, op, err)
 	case WBCreate:
 		ss.markPath(dfd, name, invalidation.Create, invalidation.Attrib)
-		fd, err := unix.Openat(dfd, name, unix.O_CREAT|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, op.Mode&07777)
-		if err == nil {
-			unix.Close(fd)
+		err = unix.Mknodat(dfd, name, unix.S_IFREG|op.Mode&07777, 0)
+		if err == unix.EEXIST {
 			err = isType(dfd, name, unix.S_IFREG)
 		}
 		return ss.applyOwner(dfd, name, op, err)
@@ -133,7 +154,7 @@ func (ss *session) applyOwner(dfd int, name string, op *WBOp, err error) error {
 }
 
 func applyWrite(dfd int, name string, op *WBOp) error {
-	fd, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := openExisting(dfd, name, unix.O_WRONLY|unix.O_CLOEXEC)
 	if err != nil {
 		return err
 	}
@@ -159,7 +180,7 @@ func applyWrite(dfd int, name string, op *WBOp) error {
 
 func applySetattr(dfd int, name string, op *WBOp) error {
 	if op.Valid&SetSize != 0 {
-		fd, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		fd, err := openExisting(dfd, name, unix.O_WRONLY|unix.O_CLOEXEC)
 		if err != nil {
 			return err
 		}
@@ -170,7 +191,7 @@ func applySetattr(dfd int, name string, op *WBOp) error {
 		}
 	}
 	if op.Valid&SetMode != 0 {
-		if err := unix.Fchmodat(dfd, name, op.Mode&07777, 0); err != nil && err != unix.EOPNOTSUPP {
+		if err := chmodNoFollow(dfd, name, op.Mode&07777); err != nil {
 			return err
 		}
 	}
@@ -191,6 +212,24 @@ func applySetattr(dfd int, name string, op *WBOp) error {
 		return unix.UtimesNanoAt(dfd, name, ts, unix.AT_SYMLINK_NOFOLLOW)
 	}
 	return nil
+}
+
+// chmodNoFollow changes name's mode; a symlink is left alone, never
+// followed to its target, which may lie outside the export.
+func chmodNoFollow(dfd int, name string, mode uint32) error {
+	fd, err := unix.Openat(dfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return nil
+	}
+	return unix.Fchmodat(unix.AT_FDCWD, procPath(fd), mode, 0)
 }
 
 func (ss *session) applyRename(dfd int, name string, op *WBOp) error {

@@ -182,8 +182,8 @@ func (ss *session) rename(req *RenameReq, resp *ChangedResp) error {
 		return ss.withDirName(req.NewParent, req.NewName, func(ndir *node, nfd int) error {
 			moving := ss.victim(ofd, req.Name)
 			replaced := ss.victim(nfd, req.NewName)
-			ss.mark(odir, req.Name, invalidation.MoveFrom)
-			ss.mark(ndir, req.NewName, invalidation.MoveTo)
+			ss.mark(odir, req.Name, invalidation.MoveFrom, invalidation.MoveTo)
+			ss.mark(ndir, req.NewName, invalidation.MoveTo, invalidation.MoveFrom) // both ways for RENAME_EXCHANGE
 			if req.Flags&RenameExchange == 0 {
 				ss.unlinking(replaced)
 			}
