@@ -20,7 +20,7 @@ func ctl(args []string) error {
 	asJSON := fl.Bool("json", false, "print the raw JSON answer")
 	fl.Parse(args)
 	if fl.NArg() < 1 {
-		return fmt.Errorf("ctl needs a command: stats, ping, modes, register, unregister")
+		return fmt.Errorf("ctl needs a command: stats, ping, modes, register, unregister, flush")
 	}
 	req, err := ctlRequest(fl.Args())
 	if err != nil {
@@ -48,6 +48,13 @@ func ctlRequest(args []string) (*cachefs.CtlRequest, error) {
 			return nil, fmt.Errorf("usage: ctl register --mode MODE PATH")
 		}
 		req.Mode, req.Path = *mode, fl.Arg(0)
+	case "flush":
+		if len(args) > 2 {
+			return nil, fmt.Errorf("usage: ctl flush [PATH]")
+		}
+		if len(args) == 2 {
+			req.Path = args[1]
+		}
 	case "unregister":
 		if len(args) != 2 {
 			return nil, fmt.Errorf("usage: ctl unregister ID")
@@ -93,6 +100,8 @@ func printCtl(req *cachefs.CtlRequest, resp *cachefs.CtlResponse) {
 		fmt.Printf("round trip %v\n", time.Duration(resp.PingNs))
 	case "register":
 		fmt.Println(resp.ID)
+	case "flush":
+		fmt.Println("everything is on the host")
 	case "modes":
 		for _, r := range resp.Registrations {
 			fmt.Printf("%d\t%s\t/%s\t(refs %d)\n", r.ID, r.Mode, r.Path, r.Refs)
@@ -109,6 +118,13 @@ func printStats(st *cachefs.Stats) {
 	c := st.Cache
 	fmt.Printf("cache: %d hits, %d misses, %d fills dropped, %d invalidations; %d dirs, %d attrs held\n",
 		c.Hits, c.Misses, c.Dropped, c.Invalidations, c.Dirs, c.Attrs)
+	if wb := st.Writeback; wb.Sent+wb.Pending > 0 || len(wb.Failures) > 0 {
+		fmt.Printf("write-back: %d pending, %d sent in %d batches, %d retries, %d conflicts, %d failures\n",
+			wb.Pending, wb.Sent, wb.Batches, wb.Retries, wb.Conflicts, len(wb.Failures))
+		for _, f := range wb.Failures {
+			fmt.Printf("  failed: %s %s: %s\n", f.Op, f.Path, f.Errno)
+		}
+	}
 	e := st.Events
 	fmt.Printf("host events: %d batches, %d events, %d overflows, %d actuated (%d failed); visibility p50 %v p90 %v p99 %v max %v\n",
 		e.Batches, e.Events, e.Overflows, e.Actuated, e.ActuateErrors, e.P50, e.P90, e.P99, e.P100)

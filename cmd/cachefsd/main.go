@@ -1,9 +1,3 @@
-// Command cachefsd shares host directories with Linux guests.
-//
-//	cachefsd serve --export DIR --listen ADDR          host side
-//	cachefsd mount --upstream ADDR [flags] MOUNTPOINT  guest side
-//	cachefsd local --export DIR [flags] MOUNTPOINT     both in one process
-//	cachefsd ctl [--socket PATH] stats|ping|modes|register|unregister
 package main
 
 import (
@@ -13,11 +7,13 @@ import (
 
 const usage = `usage:
   cachefsd serve --export DIR --listen ADDR [--read-only] [--max-fds N]
-  cachefsd mount --upstream ADDR [--link-delay D] [--default-mode MODE] [--ctl PATH] MOUNTPOINT
-  cachefsd local --export DIR [--link-delay D] [--default-mode MODE] [--ctl PATH] MOUNTPOINT
+  cachefsd mount --upstream ADDR [--link-delay D] [--default-mode MODE] [--ctl PATH]
+                 [--cache-ttl D] [--state-dir DIR] MOUNTPOINT
+  cachefsd local --export DIR [same flags as mount] MOUNTPOINT
   cachefsd ctl [--socket PATH] stats|ping|modes
   cachefsd ctl [--socket PATH] register --mode MODE PATH
   cachefsd ctl [--socket PATH] unregister ID
+  cachefsd ctl [--socket PATH] flush [PATH]
 
 ADDR is unix:///path, tcp://host:port, vsock://cid:port or hvsock:///path:port.
 `

@@ -1,0 +1,50 @@
+// Package cachefs is the guest side of cachefs: a raw go-fuse
+// filesystem that answers each kernel request from the guest's caches
+// where the node's consistency mode allows, and forwards the rest to the
+// host through an upstream.Client.
+//
+// # Nodes and handles
+//
+// The kernel knows nodes by a guest-assigned nodeid (nodes.go); each
+// maps to a host node id valid in one host session (epoch). After the
+// host lost a session, a node is looked up again through its parent and
+// name, and open files are reopened, on first use. Host references are
+// counted per node and returned with batched forgets (forget.go) once
+// neither the kernel nor a cache holds the node.
+//
+// # Modes
+//
+// The consistency.Policy gives each node's subtree a mode (mode.go),
+// which sets the kernel's entry and attribute timeouts and open flags
+// (page cache kept across opens, directory listings cached) and whether
+// the daemon's caches are used. Consistent forwards everything, with
+// zero timeouts. Cached serves attributes, names (also absent ones) and
+// whole listings from the metadata cache (cache.go), prefetches a
+// subtree's listings in one round trip for tree walks (dircache.go),
+// and opens read-only files lazily; its own changes go to the host at
+// once and drop what they invalidate. Delegated (delegated.go,
+// writeback.go) completes changes in the guest and writes them back
+// later from a journal. Sockets, fifos and devices are never cached.
+//
+// # Invalidation
+//
+// Host events (events.go) drop cached names and attributes and tell the
+// kernel, from the client's event goroutine, never from a request
+// handler or under a lock the kernel may wait on (invalidate.go). The
+// actuator (actuate.go, actuator_ops.go) then raises the inotify events
+// guest watchers expect by syscalls the filesystem answers itself.
+// Changing the policy drops every cache (control.go).
+//
+// # Errors
+//
+// Node methods return errno: FS.status maps host Errnos as they are,
+// a lost session to ESTALE and anything else to EIO (logged).
+//
+// # Locking
+//
+// Lock order: writeback.mu, then metaCache.mu, then nodeTable.mu, then
+// forgetQueue.mu; handle.mu and handleTable.mu are taken alone or
+// handleTable.mu before handle.mu. No lock is held across an upstream
+// call except handle.mu while (re)opening that handle, and writeback.mu
+// is released before any upstream call.
+package cachefs

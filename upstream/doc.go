@@ -1,0 +1,59 @@
+// Package upstream is the link between a guest and the host: the wire
+// protocol, the guest's client, the host's export server and the
+// transports between them. docs/protocol.md is the specification.
+//
+// # Protocol
+//
+// proto.go holds every message, op id and limit, and no logic. Frames
+// (frame.go) are a length, a Header and a payload that codec.go encodes
+// field by field. A connection carries many requests at once; each reply
+// names its request's id and replies come in completion order. Host
+// events travel on the same connection in frames of their own kind: the
+// client's reader queues them for a goroutine of their own, so an event
+// handler that blocks never delays a reply. A malformed, oversized or
+// unknown frame is a ProtocolError: the receiver answers with a
+// KindError frame carrying its text and closes that connection only.
+//
+// # Errors
+//
+// Errors cross the wire as errno values. Server handlers return
+// syscall.Errno where they can; anything else is logged and sent as EIO,
+// and a handler panic is recovered and sent as EREMOTEIO. The client
+// returns the host's Errno as it is, and maps failures of the link to
+// EIO, ETIMEDOUT or ErrSessionLost.
+//
+// # Host server
+//
+// The server never builds an absolute host path and never holds an fd
+// per known inode. A node is identified by file handle
+// (name_to_handle_at) where the export's filesystem and the process
+// allow, else by (dev, ino) reached again through its parent's fd and
+// its name; O_PATH fds are opened on demand and kept in one bounded LRU
+// (fdcache.go), together with the fds of open files and directories,
+// which are reopened with their flags when evicted. Every name a guest
+// sends is a single path component resolved with openat beneath a
+// directory fd of the export, and symlinks are never followed, so no
+// request reaches outside the export. The process umask is cleared: the
+// guest kernel applied the caller's already.
+//
+// # Sessions
+//
+// A session (session.go) holds a guest's node ids and open files and
+// outlives its connection for ServerOptions.SessionGrace, so a guest
+// that reconnects resumes with the same ids and open files. A guest
+// whose session is gone starts a new one; its client bumps its epoch and
+// the guest re-resolves node ids by name and reopens its files.
+//
+// # Events and write-back
+//
+// server_watch.go watches the subtrees a guest asked for (see package
+// invalidation) and pushes changes, minus those the guest itself just
+// made. server_apply.go applies a delegated subtree's write-back: path
+// based, idempotent, in order within a request.
+//
+// # Locking
+//
+// Lock order: session.mu, then nodeTable.mu, then fdCache.mu; the
+// connection's write mutex is taken alone. No lock is held across a
+// syscall that may block except closing fds.
+package upstream
