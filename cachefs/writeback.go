@@ -98,6 +98,10 @@ func newWriteback(fs *FS, dir string, lim WritebackLimits) (*writeback, error) {
 	if w.journal, err = os.OpenFile(filepath.Join(dir, "journal"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0600); err != nil {
 		return nil, err
 	}
+	if err := syscall.Flock(int(w.journal.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		w.journal.Close()
+		return nil, fmt.Errorf("state directory %s is in use by another daemon: %w", dir, err)
+	}
 	w.queue = old
 	for _, r := range old {
 		w.seq = max(w.seq, r.Seq)
@@ -355,9 +359,14 @@ func (w *writeback) hold(on bool) {
 	w.cond.Broadcast()
 }
 
+// close stops the write-back; the journal keeps what was not sent, for
+// the next daemon on this state directory.
 func (w *writeback) close() {
 	w.mu.Lock()
-	w.closed = true
+	if !w.closed {
+		w.closed = true
+		w.journal.Close()
+	}
 	w.mu.Unlock()
 	w.cond.Broadcast()
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -37,7 +38,7 @@ func (g *guestFlags) register(fl *flag.FlagSet) {
 	fl.DurationVar(&g.cacheTTL, "cache-ttl", 30*time.Second, "longest a cached subtree trusts metadata without news from the host")
 	fl.IntVar(&g.limits.DirBytes, "cache-dir-bytes", 64<<20, "bound on cached names and listings, bytes")
 	fl.IntVar(&g.limits.AttrBytes, "cache-attr-bytes", 16<<20, "bound on cached attributes, bytes")
-	fl.StringVar(&g.stateDir, "state-dir", defaultStateDir(), "write-back journal of delegated subtrees (kept across restarts)")
+	fl.StringVar(&g.stateDir, "state-dir", "", "write-back journal of delegated subtrees, kept across restarts (default: under "+defaultStateDir()+", one per mountpoint)")
 }
 
 func defaultStateDir() string {
@@ -50,7 +51,12 @@ func defaultStateDir() string {
 	return filepath.Join(os.TempDir(), fmt.Sprintf("cachefsd-state-%d", os.Getuid()))
 }
 
-func (g *guestFlags) options(c *upstream.Client, pol *consistency.Policy) cachefs.Options {
+// options returns the filesystem's options for a mount at mnt.
+func (g *guestFlags) options(c *upstream.Client, pol *consistency.Policy, mnt string) cachefs.Options {
+	if g.stateDir == "" {
+		abs, _ := filepath.Abs(mnt)
+		g.stateDir = filepath.Join(defaultStateDir(), strings.ReplaceAll(strings.Trim(abs, "/"), "/", "_"))
+	}
 	return cachefs.Options{Client: c, Policy: pol, CacheTTL: g.cacheTTL, CacheLimits: g.limits, StateDir: g.stateDir}
 }
 
@@ -88,7 +94,7 @@ func mount(args []string) error {
 	if err != nil {
 		return err
 	}
-	fs, err := cachefs.New(g.options(c, pol))
+	fs, err := cachefs.New(g.options(c, pol, fl.Arg(0)))
 	if err != nil {
 		return err
 	}
@@ -113,7 +119,7 @@ func local(args []string) error {
 		return err
 	}
 	env, err := harness.Launch(harness.Options{Export: *export, Mountpoint: fl.Arg(0),
-		LinkDelay: g.linkDelay, FS: g.options(nil, pol), Debug: g.debug, Logf: log.Printf})
+		LinkDelay: g.linkDelay, FS: g.options(nil, pol, fl.Arg(0)), Debug: g.debug, Logf: log.Printf})
 	if err != nil {
 		return err
 	}
@@ -133,6 +139,9 @@ func runGuest(fs *cachefs.FS, srv *fuse.Server, ctlPath string, stop func() erro
 	defer l.Close()
 	go fs.ServeControl(l)
 	go stopOnSignal(func() {
+		if failed := fs.WriteBack(); len(failed) > 0 {
+			log.Printf("cachefsd: %d changes could not be written back: %+v", len(failed), failed)
+		}
 		if err := stop(); err != nil {
 			log.Printf("cachefsd: unmount: %v", err)
 		}

@@ -111,6 +111,9 @@ func (e *Env) start(o Options) error {
 // Close unmounts and stops everything.
 func (e *Env) Close() error {
 	var err error
+	if e.FS != nil {
+		e.FS.WriteBack() // a clean shutdown leaves nothing in the journal
+	}
 	if e.Mount != nil {
 		err = unmount(e.Mount, e.Mountpoint)
 		e.Mount = nil
