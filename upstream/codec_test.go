@@ -36,6 +36,7 @@ func messages() []any {
 		&upstream.EventBatch{}, &upstream.Event{}, &upstream.ErrorMsg{},
 		&upstream.ChangedResp{}, &upstream.TreeReq{}, &upstream.TreeDir{},
 		&upstream.TreeResp{}, &upstream.WatchReq{}, &upstream.AckReq{},
+		&upstream.ApplyReq{}, &upstream.WBOp{}, &upstream.ApplyResp{},
 	}
 }
 

@@ -291,3 +291,54 @@ func evict(t *testing.T, c *upstream.Client, n int) {
 }
 
 var evictions int // names evict's directories; tests using it are not parallel
+
+// TestApplyStaysInside sends write-back ops whose paths lead out of the
+// export, through symlinks or "..", or name fifos: each must fail on its
+// own, promptly, and change nothing outside.
+func TestApplyStaysInside(t *testing.T) {
+	ts, outer := jail(t, upstream.ServerOptions{})
+	os.Symlink(filepath.Join(outer, "secret"), filepath.Join(ts.export, "l"))
+	os.Symlink(outer, filepath.Join(ts.export, "dl"))
+	os.WriteFile(filepath.Join(ts.export, "f"), []byte("f"), 0644)
+	if err := unix.Mkfifo(filepath.Join(ts.export, "fifo"), 0666); err != nil {
+		t.Fatalf("Mkfifo: %v", err)
+	}
+	c := newClient(t, ts.addr, upstream.ClientOptions{})
+	// A mode change of a symlink may succeed, but must not reach its
+	// target (checkOuter); the other ops must fail.
+	var resp upstream.ApplyResp
+	chmod := upstream.WBOp{Kind: upstream.WBSetattr, Path: "l", Valid: upstream.SetMode, Mode: 0777}
+	must(t, c, upstream.OpApply, &upstream.ApplyReq{Ops: []upstream.WBOp{chmod}}, &resp)
+	ops := []upstream.WBOp{
+		{Kind: upstream.WBSetattr, Path: "l", Valid: upstream.SetSize},
+		{Kind: upstream.WBWrite, Path: "l", Data: []byte("x"), First: true},
+		{Kind: upstream.WBCreate, Path: "dl/new", Mode: 0644},
+		{Kind: upstream.WBSetattr, Path: "dl/secret", Valid: upstream.SetMode, Mode: 0777},
+		{Kind: upstream.WBUnlink, Path: "dl/secret"},
+		{Kind: upstream.WBMkdir, Path: "../x", Mode: 0755},
+		{Kind: upstream.WBCreate, Path: "/abs", Mode: 0644},
+		{Kind: upstream.WBCreate, Path: "f/../../x", Mode: 0644},
+		{Kind: upstream.WBUnlink, Path: "../secret"},
+		{Kind: upstream.WBRename, Path: "f", Path2: "../f"},
+		{Kind: upstream.WBRename, Path: "f", Path2: "dl/f"},
+		{Kind: upstream.WBLink, Path: "f", Path2: "dl/f"},
+		{Kind: upstream.WBSymlink, Path: "", Target: "x"},
+		{Kind: upstream.WBWrite, Path: "fifo", Data: []byte("x")},
+		{Kind: upstream.WBCreate, Path: "fifo", Mode: 0644},
+		{Kind: upstream.WBSetattr, Path: "fifo", Valid: upstream.SetSize},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Call(ctx, upstream.OpApply, &upstream.ApplyReq{Ops: ops}, &resp); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	for i, e := range resp.Errnos {
+		if e == 0 {
+			t.Errorf("op %d (%d %q %q) succeeded", i, ops[i].Kind, ops[i].Path, ops[i].Path2)
+		}
+	}
+	if got, _ := os.ReadFile(filepath.Join(ts.export, "f")); string(got) != "f" {
+		t.Errorf("f holds %q", got)
+	}
+	checkOuter(t, outer)
+}

@@ -81,7 +81,7 @@ func TestFDBound(t *testing.T) {
 func TestUnlinkedOpenFile(t *testing.T) {
 	ts := startServer(t, upstream.ServerOptions{MaxFDs: 16})
 	c := newClient(t, ts.addr, upstream.ClientOptions{})
-	_, h1 := create(t, c, upstream.RootID, "unlinked")
+	e1, h1 := create(t, c, upstream.RootID, "unlinked")
 	write(t, c, h1, 0, []byte("one"))
 	must(t, c, upstream.OpUnlink, &upstream.UnlinkReq{Parent: upstream.RootID, Name: "unlinked"}, &upstream.ChangedResp{})
 	_, h2 := create(t, c, upstream.RootID, "replaced")
@@ -99,6 +99,11 @@ func TestUnlinkedOpenFile(t *testing.T) {
 				t.Errorf("round %d: read: got %q, want %q", round, got, f.want)
 			}
 			write(t, c, f.h, 0, []byte(f.want))
+		}
+		var a upstream.AttrResp
+		must(t, c, upstream.OpGetattr, &upstream.NodeReq{Node: e1.Node}, &a)
+		if a.Attr.Nlink != 0 || a.Attr.Size != 3 {
+			t.Errorf("round %d: Getattr of the unlinked file: nlink %d size %d", round, a.Attr.Nlink, a.Attr.Size)
 		}
 	}
 	if st := ts.srv.Stats(); st.Evictions == 0 {

@@ -115,6 +115,16 @@ func frameSeeds() map[string][]byte {
 		{upstream.OpReaddir, &upstream.ReaddirReq{Handle: 3, Max: 10, Plus: true}},
 		{upstream.OpReleasedir, &upstream.HandleReq{Handle: 3}},
 		{upstream.OpReadTree, &upstream.TreeReq{Node: 1, MaxEntries: 100}},
+		{upstream.OpApply, &upstream.ApplyReq{Ops: []upstream.WBOp{
+			{Kind: upstream.WBMkdir, Path: "d/e", Mode: 0755},
+			{Kind: upstream.WBCreate, Path: "d/e/x", Mode: 0644},
+			{Kind: upstream.WBWrite, Path: "d/e/x", Data: []byte("data"), First: true, Size: 4},
+			{Kind: upstream.WBSetattr, Path: "d/e/x", Valid: upstream.SetMode | upstream.SetMtime, Mode: 0600, Mtime: 1},
+			{Kind: upstream.WBSymlink, Path: "d/e/y", Target: "x"},
+			{Kind: upstream.WBLink, Path: "d/e/x", Path2: "d/e/z"},
+			{Kind: upstream.WBRename, Path: "d/e/z", Path2: "d/e/w"},
+			{Kind: upstream.WBUnlink, Path: "d/e/w"},
+		}}},
 		{upstream.OpStatfs, &upstream.Empty{}},
 		{upstream.OpRename, &upstream.RenameReq{Parent: 2, Name: "f", NewParent: 1, NewName: "h"}},
 		{upstream.OpUnlink, &upstream.UnlinkReq{Parent: 1, Name: "h"}},
@@ -198,9 +208,9 @@ func serveStream(t *testing.T, export string, stream []byte) {
 		}
 	}()
 	for rest := append(rawHelloFrame(), stream...); len(rest) > 0; {
-		n := nextFrame(rest)
-		if _, err := guest.Write(clampFallocate(rest[:n])); err != nil {
-			break
+		n, whole := nextFrame(rest)
+		if _, err := guest.Write(clampFallocate(rest[:n])); err != nil || !whole {
+			break // no answer comes to a frame cut short
 		}
 		rest = rest[n:]
 		if !waitFrame(frames) {
@@ -216,17 +226,17 @@ func serveStream(t *testing.T, export string, stream []byte) {
 	}
 }
 
-// nextFrame returns the length of b's first frame if it is whole and
-// of a valid length, else all of b.
-func nextFrame(b []byte) int {
+// nextFrame returns the length of b's first frame and true if it is
+// whole and of a valid length, else all of b and false.
+func nextFrame(b []byte) (int, bool) {
 	if len(b) < 4 {
-		return len(b)
+		return len(b), false
 	}
 	n := uint64(binary.LittleEndian.Uint32(b)) + 4
 	if n < 4+upstream.HeaderSize || n > uint64(len(b)) {
-		return len(b)
+		return len(b), false
 	}
-	return int(n)
+	return int(n), true
 }
 
 // waitFrame waits a little for a frame; it reports false once the

@@ -73,7 +73,7 @@ func (ss *session) openNode(n *node) (int, error) {
 // left to reach a file whose last name is gone.
 func (ss *session) openViaFile(n *node) (int, error) {
 	for _, f := range ss.openFilesOf(n) {
-		if r := ss.srv.fds.get(f); r != nil {
+		if r := ss.heldFileFD(f); r != nil {
 			defer r.release()
 			return unix.Open(procPath(r.fd), unix.O_PATH|unix.O_CLOEXEC, 0)
 		}
@@ -105,14 +105,23 @@ func (ss *session) openByHandle(n *node) (int, error) {
 	return unix.OpenByHandleAt(r.fd, *n.handle, unix.O_PATH|unix.O_CLOEXEC)
 }
 
+// heldFileFD returns f's fd with a reference held if the cache has it,
+// or else a pin (no name may be left to reopen it by); else nil.
+func (ss *session) heldFileFD(f *openFile) *fdRef {
+	if r := ss.srv.fds.get(f); r != nil {
+		return r
+	}
+	if r := f.pinned.Load(); r != nil && r.acquire() {
+		return r
+	}
+	return nil
+}
+
 // fileFD returns the fd of an open file with a reference held,
 // reopening it if it was evicted.
 func (ss *session) fileFD(f *openFile) (*fdRef, error) {
-	if r := ss.srv.fds.get(f); r != nil {
+	if r := ss.heldFileFD(f); r != nil {
 		return r, nil
-	}
-	if r := f.pinned.Load(); r != nil && r.acquire() {
-		return r, nil // no name may be left to reopen it by
 	}
 	nr, err := ss.nodeFD(f.node)
 	if err != nil {
