@@ -2,6 +2,7 @@ package cachefs
 
 import (
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -106,6 +107,9 @@ func (fs *FS) actuate(acts []actuation, epoch uint64) {
 		a := &acts[i]
 		if fs.ownedOrLocal(a.parent) {
 			continue // a conflict: the guest's view stands, nothing changed in it
+		}
+		if !singleName(a.name) || (a.op == opMove && !singleName(a.newName)) {
+			continue // the host names one entry of a directory, nothing else
 		}
 		dir, ok := fs.guestPath(a.parent)
 		if !ok {
@@ -231,4 +235,9 @@ func (fs *FS) guestPath(n *node) (string, bool) {
 	p, ok := fs.nodes.pathLocked(n)
 	fs.nodes.mu.Unlock()
 	return filepath.Join(fs.opts.Mountpoint, p), ok
+}
+
+// singleName reports whether name is one path component.
+func singleName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00")
 }

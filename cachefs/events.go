@@ -115,6 +115,9 @@ func (fs *FS) dropForEvent(e *upstream.Event, epoch uint64, inv *invalidations) 
 		return
 	}
 	inv.ids = append(inv.ids, parent.id)
+	if !singleName(e.Name) {
+		return
+	}
 	inv.names = append(inv.names, kernelName{parent.id, e.Name})
 	if child := fs.nodes.child(parent, e.Name); child != nil {
 		if up, ok := fs.nodes.upOf(child, epoch); ok {

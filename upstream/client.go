@@ -144,7 +144,7 @@ func (c *Client) install(cc *clientConn, resp *HelloResp) {
 	if !resp.Resumed {
 		c.epoch++
 	}
-	first := c.cur == nil
+	first := c.session == 0 // the handshake of NewClient
 	c.cur, c.session, c.hello = cc, resp.Session, *resp
 	close(c.up)
 	onSession := c.onSession

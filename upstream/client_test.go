@@ -218,7 +218,6 @@ func restart(t *testing.T, c *upstream.Client, ts *testServer) {
 }
 
 func TestOnSessionAfterRestart(t *testing.T) {
-	t.Skip("client.go install computes first after lost() cleared cur, so OnSession never runs; see the proposed fix")
 	ts := startServer(t, upstream.ServerOptions{})
 	sessions := make(chan bool, 10)
 	c := newClient(t, ts.addr, upstream.ClientOptions{

@@ -1,11 +1,12 @@
 package upstream
 
 import (
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log"
-	"math/rand/v2"
 	"net"
 	"os"
 	"sync"
@@ -41,11 +42,12 @@ type ServerOptions struct {
 // Server exports a directory to guests.
 type Server struct {
 	opts       ServerOptions // immutable after NewServer
-	rootFD     int           // immutable: O_PATH fd of the export root; NewServer only
+	rootFD     int           // immutable: fd of the export root (O_RDONLY); NewServer only
 	rootRef    *fdRef        // immutable: rootFD, released by Close
 	rootStat   unix.Stat_t   // immutable
 	ownerXattr bool          // immutable
 	rootMount  int           // immutable: mount id of the export root
+	rootPath   string        // immutable: the export's path, as /proc shows it
 	fds        *fdCache
 	useHandles atomic.Bool
 	requests   atomic.Uint64
@@ -60,7 +62,8 @@ type Server struct {
 // the process umask to 0: the guest kernel has applied the caller's
 // umask already and it must not be applied twice.
 func NewServer(opts ServerOptions) (*Server, error) {
-	fd, err := unix.Open(opts.Export, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	// Not O_PATH: open_by_handle_at wants a real fd of the mount.
+	fd, err := unix.Open(opts.Export, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("export %s: %w", opts.Export, err)
 	}
@@ -68,6 +71,10 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if err := unix.Fstat(fd, &s.rootStat); err != nil {
 		unix.Close(fd)
 		return nil, err
+	}
+	buf := make([]byte, unix.PathMax)
+	if n, err := unix.Readlink(procPath(fd), buf); err == nil {
+		s.rootPath = string(buf[:n])
 	}
 	s.rootRef = &fdRef{fd: fd}
 	s.rootRef.refs.Store(1)
@@ -202,7 +209,7 @@ func (s *Server) attach(req *HelloReq) (*session, bool) {
 		ss.attached()
 		return ss, true
 	}
-	id := rand.Uint64() | 1
+	id := randomID()
 	ss := newSession(s, id)
 	s.sessions[id] = ss
 	return ss, false
@@ -229,3 +236,11 @@ func (s *Server) detached(ss *session, sc *serverConn) {
 }
 
 var _ io.Closer = (*Server)(nil)
+
+// randomID returns an unguessable nonzero session id: presenting it is
+// what resumes a session.
+func randomID() uint64 {
+	var b [8]byte
+	rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:]) | 1
+}

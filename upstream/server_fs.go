@@ -102,7 +102,28 @@ func (ss *session) openByHandle(n *node) (int, error) {
 		return -1, err
 	}
 	defer r.release()
-	return unix.OpenByHandleAt(r.fd, *n.handle, unix.O_PATH|unix.O_CLOEXEC)
+	fd, err := unix.OpenByHandleAt(r.fd, *n.handle, unix.O_PATH|unix.O_CLOEXEC)
+	if err != nil {
+		return -1, err
+	}
+	if !ss.srv.beneath(fd) {
+		unix.Close(fd)
+		return -1, unix.EXDEV // moved out by the host: not to be reached by handle
+	}
+	return fd, nil
+}
+
+// beneath reports whether fd's inode is (still) inside the export: a
+// handle reaches an inode wherever the host moved it. Where its path is
+// too long to tell, it is not trusted; the caller resolves it by name.
+func (s *Server) beneath(fd int) bool {
+	buf := make([]byte, unix.PathMax)
+	n, err := unix.Readlink(procPath(fd), buf)
+	if err != nil || n >= len(buf) || s.rootPath == "" {
+		return false
+	}
+	p := string(buf[:n])
+	return p == s.rootPath || strings.HasPrefix(p, s.rootPath+"/") || s.rootPath == "/"
 }
 
 // heldFileFD returns f's fd with a reference held if the cache has it,

@@ -72,6 +72,9 @@ func init() {
 	on(OpUnwatch, (*session).unwatch)
 	on(OpAck, (*session).ack)
 	on(OpApply, (*session).apply)
+	on(OpAccess, func(ss *session, _ *AccessReq, _ *Empty) error {
+		return unix.ENOSYS // the guest mounts with default_permissions
+	})
 }
 
 // withNode resolves a node id and an O_PATH fd for it, and runs f.

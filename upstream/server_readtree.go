@@ -19,6 +19,7 @@ func (ss *session) readTree(req *TreeReq, resp *TreeResp) error {
 		return err
 	}
 	queue := []*node{root}
+	bytes := 0 // estimated reply size, kept well under MaxFrame
 	for len(queue) > 0 {
 		dir := queue[0]
 		queue = queue[1:]
@@ -31,7 +32,14 @@ func (ss *session) readTree(req *TreeReq, resp *TreeResp) error {
 			break
 		}
 		budget -= len(ents)
+		for _, e := range ents {
+			bytes += 160 + len(e.Name)
+		}
 		resp.Dirs = append(resp.Dirs, TreeDir{Node: dir.id, Entries: ents})
+		if bytes > MaxFrame/2 {
+			resp.Truncated = len(queue) > 0
+			break
+		}
 		for _, e := range ents {
 			if e.Entry.Node != 0 && e.Mode&unix.S_IFMT == unix.S_IFDIR {
 				if n, err := ss.nodes.get(e.Entry.Node); err == nil {

@@ -82,7 +82,7 @@ func (ss *session) ack(req *AckReq, _ *Empty) error {
 	ss.mu.Unlock()
 	if ev != nil {
 		ev.mu.Lock()
-		ev.acked = max(ev.acked, req.Seq)
+		ev.acked = min(max(ev.acked, req.Seq), ev.seq)
 		ev.mu.Unlock()
 		ev.cond.Broadcast()
 	}
@@ -102,8 +102,12 @@ func (ev *sessionEvents) send(changes []invalidation.Change, first time.Time) {
 		return
 	}
 	ev.mu.Lock()
-	for ev.seq-ev.acked >= maxUnacked && !ev.closed {
-		ev.cond.Wait()
+	if ev.seq-ev.acked >= maxUnacked && !ev.waitAcks() {
+		// Acks stopped coming (lost with a connection, or a stuck
+		// guest): start counting afresh and make the guest drop
+		// everything, since what it missed is unknown.
+		ev.acked = ev.seq
+		b.Events = []Event{{Kind: EvSubtree, Op: uint8(invalidation.Overflow)}}
 	}
 	if ev.closed {
 		ev.mu.Unlock()
@@ -118,6 +122,24 @@ func (ev *sessionEvents) send(changes []invalidation.Change, first time.Time) {
 	if sc != nil {
 		sc.SendEvents(b)
 	}
+}
+
+// ackWait bounds the wait for acknowledgements.
+const ackWait = 2 * time.Second
+
+// waitAcks waits up to ackWait for the guest to catch up; it reports
+// whether it did. Needs ev.mu.
+func (ev *sessionEvents) waitAcks() bool {
+	t := time.AfterFunc(ackWait, ev.cond.Broadcast)
+	defer t.Stop()
+	deadline := time.Now().Add(ackWait)
+	for ev.seq-ev.acked >= maxUnacked && !ev.closed {
+		if time.Now().After(deadline) {
+			return false
+		}
+		ev.cond.Wait()
+	}
+	return true
 }
 
 func (ev *sessionEvents) close() {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/mdlayher/vsock"
 )
@@ -105,7 +106,9 @@ func listenUnix(path string) (net.Listener, error) {
 	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
 		os.Remove(path) // stale socket from an earlier run
 	}
+	old := syscall.Umask(0177) // no window in which others may connect
 	l, err := net.Listen("unix", path)
+	syscall.Umask(old)
 	if err != nil {
 		return nil, err
 	}
