@@ -43,6 +43,7 @@ type CacheStats struct {
 type attrEntry struct {
 	attr    upstream.Attr
 	expires time.Time
+	noXattr []string // extended attributes the host said the node lacks
 }
 
 // dirCache is what is known of one directory.
@@ -310,6 +311,36 @@ func (c *metaCache) putAttr(epoch, up uint64, a *upstream.Attr) {
 
 func (c *metaCache) putAttrLocked(up uint64, a *upstream.Attr) {
 	c.attrs.add(up, attrEntry{attr: *a, expires: c.now().Add(c.ttl)})
+}
+
+// xattrAbsent reports whether name is known missing on a node whose
+// attributes are fresh; changes that drop the attributes drop this too.
+func (c *metaCache) xattrAbsent(epoch, up uint64, name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.syncLocked(epoch)
+	e, ok := c.attrs.peek(up)
+	if !ok || !c.now().Before(e.expires) {
+		return false
+	}
+	for _, n := range e.noXattr {
+		if n == name {
+			c.stats.Hits++
+			return true
+		}
+	}
+	return false
+}
+
+// noteXattrAbsent records that the host said up lacks name.
+func (c *metaCache) noteXattrAbsent(epoch, up uint64, name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.syncLocked(epoch)
+	if e, ok := c.attrs.peek(up); ok && len(e.noXattr) < 8 {
+		e.noXattr = append(e.noXattr, name)
+		c.attrs.lru.Add(up, e)
+	}
 }
 
 // dropAttr forgets a node's attributes.

@@ -10,6 +10,7 @@ import (
 	"github.com/cachefs/cachefs/consistency"
 	"github.com/cachefs/cachefs/internal/harness"
 	"github.com/cachefs/cachefs/upstream"
+	"golang.org/x/sys/unix"
 )
 
 // makeTree creates dirs x files small files under root.
@@ -135,5 +136,29 @@ func TestCachedRereadSendsNothing(t *testing.T) {
 	readAll(t, env.Mountpoint)
 	if warm := requests(env) - before; warm > uint64(n/50) {
 		t.Errorf("warm re-read of %d files sent %d requests, want almost none", n, warm)
+	}
+}
+
+func TestCachedMissingXattrAskedOnce(t *testing.T) {
+	export := t.TempDir()
+	os.WriteFile(filepath.Join(export, "f"), nil, 0644)
+	env := harness.Start(t, harness.Options{Export: export, Policy: consistency.NewPolicy(consistency.Cached)})
+	p := filepath.Join(env.Mountpoint, "f")
+	buf := make([]byte, 64)
+	if _, err := unix.Getxattr(p, "user.missing", buf); err != unix.ENODATA {
+		t.Fatalf("Getxattr: %v, want ENODATA", err)
+	}
+	before := env.Client.Stats.Requests(upstream.OpGetxattr)
+	for i := 0; i < 10; i++ {
+		unix.Getxattr(p, "user.missing", buf)
+	}
+	if got := env.Client.Stats.Requests(upstream.OpGetxattr) - before; got != 0 {
+		t.Errorf("repeated getxattr of a missing name sent %d requests, want 0", got)
+	}
+	if err := unix.Setxattr(p, "user.missing", []byte("now"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := unix.Getxattr(p, "user.missing", buf); err != nil || string(buf[:n]) != "now" {
+		t.Errorf("after setxattr: %q, %v", buf[:max(n, 0)], err)
 	}
 }

@@ -57,6 +57,11 @@ func (fs *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut
 		if err := fs.rpc(upstream.OpOpendir, &upstream.NodeReq{Node: up}, &resp); err != nil {
 			return err
 		}
+		// The kernel's listing cache is the directory's, shared by its
+		// handles: it may only hold snapshot offsets (entry i at i+1),
+		// never the host's, or a snapshot handle asked to go on at a
+		// host offset would answer end of directory.
+		out.OpenFlags &^= fuse.FOPEN_CACHE_DIR
 		out.Fh = fs.handles.add(&handle{node: n, dir: true, up: resp.Handle, epoch: epoch, fill: fill})
 		return nil
 	})

@@ -1,6 +1,9 @@
 package cachefs
 
 import (
+	"errors"
+	"syscall"
+
 	"github.com/cachefs/cachefs/upstream"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -42,12 +45,19 @@ func (fs *FS) xattrGet(nodeid uint64, op upstream.Op, attr string, dest []byte) 
 	}
 	var size uint32
 	st := fs.call(func(epoch uint64) error {
-		_, up, err := fs.nodeUp(nodeid, epoch)
+		n, up, err := fs.nodeUp(nodeid, epoch)
 		if err != nil {
 			return err
 		}
+		caching := op == upstream.OpGetxattr && fs.mayCacheMeta(n)
+		if caching && fs.cache.xattrAbsent(epoch, up, attr) {
+			return syscall.ENODATA
+		}
 		var resp upstream.XattrResp
 		if err := fs.rpc(op, &upstream.XattrReq{Node: up, Name: attr, Size: uint32(len(dest))}, &resp); err != nil {
+			if caching && errors.Is(err, syscall.ENODATA) {
+				fs.cache.noteXattrAbsent(epoch, up, attr)
+			}
 			return err
 		}
 		size = resp.Size
@@ -65,6 +75,7 @@ func (fs *FS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string,
 		if err != nil {
 			return err
 		}
+		defer fs.cache.dropAttr(up)
 		return fs.rpc(upstream.OpSetxattr, &upstream.SetxattrReq{Node: up, Name: attr, Data: data, Flags: in.Flags}, &upstream.Empty{})
 	})
 }

@@ -102,7 +102,13 @@ func mount(args []string) error {
 	if err != nil {
 		return err
 	}
-	return runGuest(fs, srv, g.ctl, func() error { return srv.Unmount() })
+	return runGuest(fs, srv, g.ctl, func() error {
+		// With the host gone, requests in flight would hold the unmount
+		// up to the reconnect bound: fail them after a grace period.
+		t := time.AfterFunc(5*time.Second, func() { c.Close() })
+		defer t.Stop()
+		return srv.Unmount()
+	})
 }
 
 func local(args []string) error {
