@@ -15,13 +15,12 @@ type handle struct {
 	flags uint32 // immutable: open flags, for reopening in a new session
 	dir   bool   // immutable
 
-	mu     sync.Mutex // protects the following
-	up     uint64
-	epoch  uint64
-	locked bool     // advisory locks were taken through it
-	buf    *dirBuf  // directories: entries fetched ahead
-	snap   *dirSnap // directories served from the cache: the listing
-	fill   *dirFill // directories being read whole: the listing so far
+	mu    sync.Mutex // protects the following
+	up    uint64
+	epoch uint64
+	buf   *dirBuf  // directories: entries fetched ahead
+	snap  *dirSnap // directories served from the cache: the listing
+	fill  *dirFill // directories being read whole: the listing so far
 
 	// Local handles (delegated subtrees) read and write the staging file
 	// lf; writeback.mu protects dirty.

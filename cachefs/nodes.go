@@ -26,6 +26,8 @@ type node struct {
 	// on it since, so the kernel's check before each write is answered
 	// locally.
 	noCaps bool
+	// locks: advisory locks were taken on the node through some handle.
+	locks bool
 
 	// mode cache: the subtree's mode as of policy generation modeGen.
 	modeGen uint64
@@ -328,4 +330,17 @@ func (t *nodeTable) setIno(n *node, ino uint64) {
 	t.mu.Lock()
 	n.ino = ino
 	t.mu.Unlock()
+}
+
+// setLocked records that locks were taken on n.
+func (t *nodeTable) setLocked(n *node) {
+	t.mu.Lock()
+	n.locks = true
+	t.mu.Unlock()
+}
+
+func (t *nodeTable) hasLocks(n *node) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return n.locks
 }

@@ -106,16 +106,14 @@ func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint
 }
 
 // Flush is called at each close(2). Data was written through already, so
-// only locks need the host: POSIX locks of the closing owner end.
+// only locks need the host: POSIX locks of the closing owner on the file
+// end, whichever of its descriptors took them.
 func (fs *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 	h := fs.handles.get(in.Fh)
 	if h == nil {
 		return fuse.EBADF
 	}
-	h.mu.Lock()
-	locked := h.locked
-	h.mu.Unlock()
-	if !locked {
+	if !fs.nodes.hasLocks(h.node) {
 		return fuse.OK // a local handle's data is queued for write-back at release
 	}
 	return fs.withHandle(in.Fh, func(_ *handle, up uint64) error {

@@ -2,6 +2,7 @@ package cachefs
 
 import (
 	"context"
+	"math"
 	"syscall"
 
 	"github.com/cachefs/cachefs/upstream"
@@ -24,6 +25,9 @@ func (fs *FS) GetLk(cancel <-chan struct{}, in *fuse.LkIn, out *fuse.LkOut) fuse
 			return err
 		}
 		l := resp.Lock
+		if l.End == ^uint64(0) {
+			l.End = math.MaxInt64 // the kernel's OFFSET_MAX: to the end of the file
+		}
 		out.Lk = fuse.FileLock{Start: l.Start, End: l.End, Typ: l.Type, Pid: l.Pid}
 		return nil
 	})
@@ -56,9 +60,7 @@ func (fs *FS) setLk(cancel <-chan struct{}, in *fuse.LkIn, wait bool) fuse.Statu
 	}
 	return fs.withHandle(in.Fh, func(h *handle, up uint64) error {
 		if in.Lk.Typ != syscall.F_UNLCK {
-			h.mu.Lock()
-			h.locked = true
-			h.mu.Unlock()
+			fs.nodes.setLocked(h.node)
 		}
 		return fs.up.Call(ctx, upstream.OpSetlk, lockReq(in, up, wait), &upstream.Empty{})
 	})
