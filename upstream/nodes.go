@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"strconv"
 	"sync"
 	"syscall"
@@ -65,7 +66,7 @@ func (t *nodeTable) ref(parent *node, name string, st *unix.Stat_t, h *unix.File
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := t.byIno[key]
-	if n == nil || n.fmt != st.Mode&unix.S_IFMT {
+	if n == nil || n.fmt != st.Mode&unix.S_IFMT || !sameHandle(n.handle, h) {
 		if n != nil { // inode number reused for a new file
 			delete(t.byIno, key)
 		}
@@ -77,6 +78,14 @@ func (t *nodeTable) ref(parent *node, name string, st *unix.Stat_t, h *unix.File
 	n.refs++
 	n.parent, n.name = parent, name
 	return n
+}
+
+// sameHandle reports whether two file handles may name one inode: they
+// are equal, or either is unknown. A handle holds the inode's
+// generation, so it tells a reused inode number from the file that had
+// it before.
+func sameHandle(a, b *unix.FileHandle) bool {
+	return a == nil || b == nil || a.Type() == b.Type() && bytes.Equal(a.Bytes(), b.Bytes())
 }
 
 // forget drops count guest references; it reports the nodes that are

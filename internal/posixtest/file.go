@@ -293,3 +293,31 @@ func WriteUpdatesTimes(t *testing.T, dir string) {
 		t.Fatalf("ctime after chmod: got %v, want after %v", after.Ctim, before.Ctim)
 	}
 }
+
+// CopyFileRange copies between two files of the directory with
+// copy_file_range, at offsets.
+func CopyFileRange(t *testing.T, dir string) {
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	data := make([]byte, 300000)
+	rand.Read(data)
+	check(t, os.WriteFile(src, data, 0644), "WriteFile")
+	writeFile(t, dst, "head:")
+	in := open(t, src, os.O_RDONLY, 0)
+	out := open(t, dst, os.O_WRONLY, 0)
+	roff, woff := int64(1000), int64(5)
+	var copied int
+	for copied < 200000 {
+		n, err := unix.CopyFileRange(int(in.Fd()), &roff, int(out.Fd()), &woff, 200000-copied, 0)
+		check(t, err, "copy_file_range")
+		if n == 0 {
+			t.Fatalf("copy_file_range: copied %d, want 200000", copied)
+		}
+		copied += n
+	}
+	got, err := os.ReadFile(dst)
+	check(t, err, "ReadFile")
+	want := append([]byte("head:"), data[1000:201000]...)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("copy differs: got %d bytes, want %d", len(got), len(want))
+	}
+}

@@ -31,6 +31,7 @@ var All = map[string]func(t *testing.T, dir string){
 	"UnlinkOpenFile":    UnlinkOpenFile,
 	"LargeFile":         LargeFile,
 	"WriteUpdatesTimes": WriteUpdatesTimes,
+	"CopyFileRange":     CopyFileRange,
 	// dir.go
 	"MkdirRmdir":    MkdirRmdir,
 	"ReaddirBig":    ReaddirBig,
@@ -62,6 +63,7 @@ var All = map[string]func(t *testing.T, dir string){
 	"SetgidDir":      SetgidDir,
 	"Statfs":         Statfs,
 	"Mknod":          Mknod,
+	"MknodDevice":    MknodDevice,
 	// xattr.go
 	"Xattr":       Xattr,
 	"XattrErrors": XattrErrors,
@@ -77,6 +79,16 @@ var All = map[string]func(t *testing.T, dir string){
 	"ProcessLock":      ProcessLock,
 	"ProcessLockClose": ProcessLockClose,
 	"Flock":            Flock,
+	// visible.go
+	"CreateAfterMiss":       CreateAfterMiss,
+	"RemoveThenMiss":        RemoveThenMiss,
+	"AttrsFollowChanges":    AttrsFollowChanges,
+	"DirTimes":              DirTimes,
+	"RmdirOpenDir":          RmdirOpenDir,
+	"RecreateDifferentType": RecreateDifferentType,
+	// concurrent.go
+	"ConcurrentCreate": ConcurrentCreate,
+	"ConcurrentWrites": ConcurrentWrites,
 	// mmap.go
 	"MmapRead":  MmapRead,
 	"MmapWrite": MmapWrite,
