@@ -323,6 +323,9 @@ func (fs *FS) dRemove(parent *node, name string, dir bool) fuse.Status {
 	fs.touchLocked(parent, dir, -1)
 	if n.local != nil && n.local.attr.Nlink > 0 {
 		n.local.attr.Nlink--
+		if dir {
+			n.local.attr.Nlink = 0 // its "." went with it
+		}
 		n.local.attr.Ctime = nowNs()
 	}
 	w.addLocked(upstream.WBOp{Kind: kind, Path: p}, "", nil)
@@ -550,7 +553,7 @@ func (fs *FS) writeBackFirst() {
 }
 
 // adoptCreated adds a name the host just made in an owned directory to
-// its listing.
+// its listing; a new link also counts in the node's own attributes.
 func (fs *FS) adoptCreated(dir *node, name string, out *fuse.EntryOut) {
 	n := fs.nodes.get(out.NodeId)
 	if n == nil || out.NodeId == 0 {
@@ -559,6 +562,10 @@ func (fs *FS) adoptCreated(dir *node, name string, out *fuse.EntryOut) {
 	w := fs.wb
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if n.local != nil && n.mode != sIFDIR {
+		n.local.attr.Nlink = out.Attr.Nlink
+		n.local.attr.Ctime = nowNs()
+	}
 	if dir.local != nil && dir.local.children != nil && dir.local.children[name] == nil {
 		fs.nodes.pin(n)
 		dir.local.children[name] = n

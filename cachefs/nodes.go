@@ -9,7 +9,8 @@ import (
 // node is the guest's record of an inode the kernel knows. The kernel
 // names it by id; the host by up, valid for one host session (epoch).
 type node struct {
-	id uint64 // immutable: the kernel's nodeid
+	id        uint64 // immutable: the kernel's nodeid
+	guestMade bool   // immutable: created in the guest (delegated)
 
 	// nodeTable.mu protects the following.
 	up      uint64 // host node id in epoch
@@ -110,6 +111,13 @@ func (t *nodeTable) addRefs(parent *node, name string, up, epoch uint64, a *upst
 	defer t.mu.Unlock()
 	k := upKey{epoch, up}
 	n := t.byUp[k]
+	if n == nil {
+		n = t.freshByNameLocked(parent, name, a.Mode)
+		if n != nil { // made in the guest, now found on the host: the same node
+			n.up, n.epoch, n.upRefs = up, epoch, 0
+			t.byUp[k] = n
+		}
+	}
 	if n == nil {
 		n = &node{id: t.next, up: up, epoch: epoch, mode: a.Mode & sIFMT}
 		t.next++
@@ -304,7 +312,7 @@ func (t *nodeTable) byHost(up, epoch uint64) *node {
 func (t *nodeTable) addLocal(parent *node, name string, mode uint32) *node {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	n := &node{id: t.next, mode: mode & sIFMT, lookups: 1}
+	n := &node{id: t.next, mode: mode & sIFMT, lookups: 1, guestMade: true}
 	t.next++
 	t.byID[n.id] = n
 	t.setWhereLocked(n, parent, name)
@@ -343,4 +351,14 @@ func (t *nodeTable) hasLocks(n *node) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return n.locks
+}
+
+// freshByNameLocked returns the node made in the guest and not yet bound
+// to a host id that is known as name in parent, if its type is mode's.
+func (t *nodeTable) freshByNameLocked(parent *node, name string, mode uint32) *node {
+	n := t.byName[nameKey{parent, name}]
+	if n == nil || !n.guestMade || n.up != 0 || n.mode != mode&sIFMT {
+		return nil
+	}
+	return n
 }

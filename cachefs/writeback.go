@@ -288,9 +288,6 @@ func (w *writeback) finish(batch []*record, ops []upstream.WBOp, sizes []int, re
 	for i, r := range batch {
 		if err == nil && k < len(resp.Inos) && resp.Inos[k] != 0 && r.node != nil && r.Op.Kind <= upstream.WBSymlink {
 			w.fs.nodes.setIno(r.node, resp.Inos[k])
-			if r.node.local != nil {
-				r.node.local.attr.Ino = resp.Inos[k] // the number it keeps from now on
-			}
 		}
 		for j := 0; j < sizes[i]; j++ {
 			errno := uint32(0)
