@@ -18,9 +18,6 @@ import (
 // They still run on the plain directory, and on the mount too with
 // CACHEFS_CONFORMANCE_NOSKIP=1.
 var knownBugs = map[string]string{
-	"GetLkToEOF":       "GetLk passes the protocol's EOF end (^0) to the kernel, which wants OFFSET_MAX: EIO",
-	"ProcessLockClose": "Flush unlocks only through handles that took locks, not at every close",
-
 	"delegated/RenameFile":         "a file made in the guest changes inode number when written back",
 	"delegated/RenameOverFile":     "a file made in the guest changes inode number when written back",
 	"delegated/RenameExchange":     "a file made in the guest changes inode number when written back",
