@@ -17,14 +17,7 @@ import (
 // not yet fixed, by name (every mode) or mode/name, with the reason.
 // They still run on the plain directory, and on the mount too with
 // CACHEFS_CONFORMANCE_NOSKIP=1.
-var knownBugs = map[string]string{
-	"delegated/RenameFile":         "a file made in the guest changes inode number when written back",
-	"delegated/RenameOverFile":     "a file made in the guest changes inode number when written back",
-	"delegated/RenameExchange":     "a file made in the guest changes inode number when written back",
-	"delegated/AttrsFollowChanges": "unlinking one of two hard links made in the guest leaves the other with nlink 0",
-	"delegated/RmdirOpenDir":       "a directory removed in the guest keeps nlink 1 through its open descriptor",
-	"delegated/MmapRead":           "flaky: a write through a second open does not always reach a shared mapping",
-}
+var knownBugs = map[string]string{}
 
 // hangLimit is how long one test may take on the mount before the
 // watchdog aborts the FUSE connection.
