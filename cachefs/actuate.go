@@ -98,6 +98,38 @@ func (p *actPending) peek(k kernelName) (actPend, bool) {
 	return v, ok
 }
 
+// actBatch is a batch of actuations of one host session.
+type actBatch struct {
+	acts  []actuation
+	epoch uint64
+}
+
+// queueActuations hands acts to the actuation goroutine without waiting:
+// raising inotify events must not hold up applying the next batch.
+// When it is too far behind, they are dropped and counted.
+func (fs *FS) queueActuations(acts []actuation, epoch uint64) {
+	if fs.act == nil || len(acts) == 0 {
+		return
+	}
+	select {
+	case fs.actQueue <- actBatch{acts, epoch}:
+	default:
+		fs.evStats.add(func(s *EventStats) { s.ActuateDropped += uint64(len(acts)) })
+	}
+}
+
+func (fs *FS) runActuations() {
+	defer close(fs.actDone)
+	for {
+		select {
+		case b := <-fs.actQueue:
+			fs.actuate(b.acts, b.epoch)
+		case <-fs.actStop:
+			return
+		}
+	}
+}
+
 // actuate raises the events of acts, one syscall each.
 func (fs *FS) actuate(acts []actuation, epoch uint64) {
 	if fs.act == nil {
@@ -107,6 +139,9 @@ func (fs *FS) actuate(acts []actuation, epoch uint64) {
 		a := &acts[i]
 		if fs.ownedOrLocal(a.parent) {
 			continue // a conflict: the guest's view stands, nothing changed in it
+		}
+		if !fs.nodes.inKernel(a.parent) {
+			continue // no inotify watch can be on a directory the kernel does not hold
 		}
 		if !singleName(a.name) || (a.op == opMove && !singleName(a.newName)) {
 			continue // the host names one entry of a directory, nothing else

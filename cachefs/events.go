@@ -18,6 +18,9 @@ import (
 // EventStats count host events and how late they became visible.
 type EventStats struct {
 	Batches, Events, Overflows, Actuated, ActuateErrors uint64
+	// ActuateDropped counts inotify events not raised because the guest
+	// fell behind: caches were invalidated all the same.
+	ActuateDropped uint64
 	// Latency from the host seeing a change to the guest having dropped
 	// its caches and told the kernel, over recent batches.
 	P50, P90, P99, P100 time.Duration
@@ -82,8 +85,8 @@ func (fs *FS) onEvents(b *upstream.EventBatch) {
 		fs.notifyKernel(inv.ids, inv.names)
 	}
 	fs.evStats.batch(len(b.Events), time.Since(time.Unix(0, b.Time)))
-	fs.actuate(pairMoves(acts), epoch)
 	fs.rpc(upstream.OpAck, &upstream.AckReq{Seq: b.Seq}, &upstream.Empty{})
+	fs.queueActuations(pairMoves(acts), epoch)
 }
 
 // invalidations gathers what the kernel must be told.

@@ -55,6 +55,9 @@ type FS struct {
 	policy     *consistency.Policy    // immutable pointer
 	cache      *metaCache             // immutable pointer
 	act        *invalidation.Actuator // immutable; nil with NoActuator
+	actQueue   chan actBatch          // immutable: batches for the actuator
+	actStop    chan struct{}          // immutable: closed at unmount
+	actDone    chan struct{}          // immutable: closed when the actuations stopped
 	evStats    eventStats
 	actPending actPending
 	watches    watchSet
@@ -88,6 +91,9 @@ func New(opts Options) (*FS, error) {
 	fs.watches.byReg = map[uint64]*node{}
 	if !opts.NoActuator {
 		fs.act = invalidation.NewActuator()
+		fs.actQueue = make(chan actBatch, 64)
+		fs.actStop, fs.actDone = make(chan struct{}), make(chan struct{})
+		go fs.runActuations()
 	}
 	opts.Client.HandleEvents(fs.onEvents, fs.onSession)
 	if opts.StateDir != "" {
@@ -217,6 +223,8 @@ func (fs *FS) OnUnmount() {
 	fs.forgets.close()
 	fs.opts.Client.HandleEvents(nil, nil)
 	if fs.act != nil {
+		close(fs.actStop)
+		<-fs.actDone
 		fs.act.Close()
 	}
 	if fs.wb != nil {

@@ -362,3 +362,10 @@ func (t *nodeTable) freshByNameLocked(parent *node, name string, mode uint32) *n
 	}
 	return n
 }
+
+// inKernel reports whether the kernel holds n (has looked it up).
+func (t *nodeTable) inKernel(n *node) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return n.lookups > 0
+}
