@@ -365,6 +365,9 @@ func (t *nodeTable) freshByNameLocked(parent *node, name string, mode uint32) *n
 
 // inKernel reports whether the kernel holds n (has looked it up).
 func (t *nodeTable) inKernel(n *node) bool {
+	if n == nil {
+		return false
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return n.lookups > 0
