@@ -10,7 +10,7 @@ import (
 // are served from that listing without the host (dirSnap).
 
 // maxCachedListing bounds the directories whose listing is cached.
-const maxCachedListing = 100000
+const maxCachedListing = 250000
 
 // dirSnap is a cached listing that a directory handle is served from.
 // Each node in it is pinned by the handle until release.

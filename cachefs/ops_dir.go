@@ -159,6 +159,9 @@ func (fs *FS) fillDirEntries(h *handle, buf *dirBuf, out *fuse.DirEntryList) *di
 		}
 		if h.fill != nil {
 			h.fill.gather(fs, e.Name, n, direntAttr(&e))
+			if n != nil {
+				fs.cache.putAttr(buf.epoch, e.Entry.Node, &e.Entry.Attr)
+			}
 		}
 	}
 	return buf.rest(len(buf.ents)) // at EOF, answers the final call locally
