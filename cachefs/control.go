@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -39,16 +38,7 @@ type CtlResponse struct {
 
 // ServeControl answers control requests on l until it is closed.
 func (fs *FS) ServeControl(l net.Listener) error {
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return nil
-			}
-			return err
-		}
-		go fs.serveControlConn(c)
-	}
+	return upstream.AcceptLoop(l, fs.serveControlConn)
 }
 
 func (fs *FS) serveControlConn(c net.Conn) {

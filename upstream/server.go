@@ -123,6 +123,12 @@ func (s *Server) probeHandles() bool {
 
 // Serve accepts connections on l until l is closed or the server is.
 func (s *Server) Serve(l net.Listener) error {
+	return AcceptLoop(l, s.ServeConn)
+}
+
+// AcceptLoop serves each connection l accepts on a goroutine of its own
+// until l is closed (then it returns nil) or fails.
+func AcceptLoop(l net.Listener, serve func(net.Conn)) error {
 	for {
 		c, err := l.Accept()
 		if err != nil {
@@ -131,7 +137,7 @@ func (s *Server) Serve(l net.Listener) error {
 			}
 			return err
 		}
-		go s.ServeConn(c)
+		go serve(c)
 	}
 }
 
