@@ -75,22 +75,30 @@ func defaultCtlSocket() string {
 	return filepath.Join(os.TempDir(), fmt.Sprintf("cachefsd-%d.sock", os.Getuid()))
 }
 
-func mount(args []string) error {
-	fl := flag.NewFlagSet("mount", flag.ExitOnError)
-	addr := fl.String("upstream", "", "host server address (required)")
-	var g guestFlags
+// parseGuest parses the flags of a guest command: the shared ones, a
+// required string flag named req, and one mountpoint argument.
+func parseGuest(cmd string, args []string, reqVal *string, req, usage string) (*flag.FlagSet, *guestFlags, *consistency.Policy, error) {
+	fl := flag.NewFlagSet(cmd, flag.ExitOnError)
+	fl.StringVar(reqVal, req, "", usage)
+	g := &guestFlags{}
 	g.register(fl)
 	fl.Parse(args)
-	if *addr == "" || fl.NArg() != 1 {
-		return fmt.Errorf("mount needs --upstream ADDR and a mountpoint")
+	if *reqVal == "" || fl.NArg() != 1 {
+		return nil, nil, nil, fmt.Errorf("%s needs --%s and a mountpoint", cmd, req)
 	}
 	pol, err := g.policy()
+	return fl, g, pol, err
+}
+
+func mount(args []string) error {
+	var addr string
+	fl, g, pol, err := parseGuest("mount", args, &addr, "upstream", "host server address (required)")
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := upstream.NewClient(ctx, upstream.ClientOptions{Addr: *addr, LinkDelay: g.linkDelay})
+	c, err := upstream.NewClient(ctx, upstream.ClientOptions{Addr: addr, LinkDelay: g.linkDelay})
 	if err != nil {
 		return err
 	}
@@ -98,7 +106,7 @@ func mount(args []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := cachefs.Mount(fs, fl.Arg(0), cachefs.MountOptions{Debug: g.debug, Name: *addr})
+	srv, err := cachefs.Mount(fs, fl.Arg(0), cachefs.MountOptions{Debug: g.debug, Name: addr})
 	if err != nil {
 		return err
 	}
@@ -112,24 +120,17 @@ func mount(args []string) error {
 }
 
 func local(args []string) error {
-	fl := flag.NewFlagSet("local", flag.ExitOnError)
-	export := fl.String("export", "", "directory to export (required)")
-	var g guestFlags
-	g.register(fl)
-	fl.Parse(args)
-	if *export == "" || fl.NArg() != 1 {
-		return fmt.Errorf("local needs --export DIR and a mountpoint")
-	}
-	pol, err := g.policy()
+	var export string
+	fl, g, pol, err := parseGuest("local", args, &export, "export", "directory to export (required)")
 	if err != nil {
 		return err
 	}
-	env, err := harness.Launch(harness.Options{Export: *export, Mountpoint: fl.Arg(0),
+	env, err := harness.Launch(harness.Options{Export: export, Mountpoint: fl.Arg(0),
 		LinkDelay: g.linkDelay, FS: g.options(nil, pol, fl.Arg(0)), Debug: g.debug, Logf: log.Printf})
 	if err != nil {
 		return err
 	}
-	log.Printf("cachefsd: %s mounted at %s", *export, fl.Arg(0))
+	log.Printf("cachefsd: %s mounted at %s", export, fl.Arg(0))
 	return runGuest(env.FS, env.Mount, g.ctl, env.Close)
 }
 
