@@ -28,6 +28,14 @@ type local struct {
 	children map[string]*node // owned directories: the listing; each child pinned
 	opens    int              // local handles on the staging file
 	pending  int              // queued records that hold this state
+
+	// Passthrough (passthrough.go): the kernel's backing id for staging
+	// while ptOpens passthrough handles are open, and the staging file as
+	// last seen (valid if seenValid).
+	backing   int32
+	ptOpens   int
+	seen      stamp
+	seenValid bool
 }
 
 // delegated reports whether changes under dir complete in the guest.
@@ -45,14 +53,8 @@ func (fs *FS) localAttr(n *node) (upstream.Attr, bool) {
 	if n.local == nil {
 		return upstream.Attr{}, false
 	}
-	a := n.local.attr
-	if n.local.staging != "" {
-		var st syscall.Stat_t
-		if syscall.Stat(filepath.Join(fs.wb.dir, n.local.staging), &st) == nil {
-			a.Blocks = uint64(st.Blocks)
-		}
-	}
-	return a, true
+	fs.wb.refreshLocked(n)
+	return n.local.attr, true
 }
 
 // own makes dir's listing the guest's, loading it from the host the
@@ -469,10 +471,13 @@ func (fs *FS) dSetattr(n *node, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Stat
 		req.Valid |= upstream.SetMode
 	}
 	if resize {
+		w.refreshLocked(n)
 		if err := os.Truncate(filepath.Join(w.dir, n.local.staging), int64(req.Size)); err != nil {
 			return fs.status(err)
 		}
+		w.staged += int64(req.Size) - int64(l.Size)
 		l.Size, l.Mtime = req.Size, now
+		w.seenLocked(n)
 	}
 	l.Atime = pickTime(req.Valid, upstream.SetAtime, upstream.SetAtimeNow, req.Atime, l.Atime, now)
 	l.Mtime = pickTime(req.Valid, upstream.SetMtime, upstream.SetMtimeNow, req.Mtime, l.Mtime, now)
@@ -524,6 +529,9 @@ func (fs *FS) dListing(dir *node) (*dirSnap, bool) {
 		fs.nodes.pin(n)
 		de := dentry{node: n, attr: upstream.Attr{Mode: n.mode, Ino: fs.nodes.inoOf(n)}}
 		if n.local != nil {
+			if n.local.ptOpens > 0 {
+				fs.wb.refreshLocked(n)
+			}
 			de.attr = n.local.attr
 		}
 		s.names = append(s.names, name)

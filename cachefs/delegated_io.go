@@ -22,9 +22,14 @@ func (fs *FS) openLocalLocked(n *node, flags uint32, reserved bool) (*handle, er
 		return nil, err
 	}
 	if flags&syscall.O_TRUNC != 0 {
-		f.Truncate(0)
+		if err := f.Truncate(0); err != nil {
+			f.Close()
+			return nil, err
+		}
+		fs.wb.staged -= int64(n.local.attr.Size)
 		n.local.attr.Size = 0
 		n.local.attr.Mtime = nowNs()
+		fs.wb.seenLocked(n)
 	}
 	if !reserved {
 		n.local.opens++
@@ -32,6 +37,20 @@ func (fs *FS) openLocalLocked(n *node, flags uint32, reserved bool) (*handle, er
 	h := &handle{node: n, flags: flags, lf: f, dirty: flags&syscall.O_TRUNC != 0}
 	fs.handles.add(h)
 	return h, nil
+}
+
+// openReplyLocked sets the reply's flags for local handle h: passthrough
+// where it can be, else through the daemon (counted as such). Needs w.mu.
+func (fs *FS) openReplyLocked(h *handle, out *fuse.OpenOut) {
+	if id, ok := fs.passThroughLocked(h); ok {
+		// Without KEEP_CACHE the kernel drops the inode's page cache,
+		// which passthrough does not use and so would not keep current.
+		out.Fh, out.OpenFlags, out.BackingID = h.id, fuse.FOPEN_PASSTHROUGH, id
+		return
+	}
+	h.plain = true
+	fs.wb.plainOpenLocked(h.node)
+	out.Fh, out.OpenFlags = h.id, fuse.FOPEN_KEEP_CACHE
 }
 
 // dOpen opens a file of a delegated subtree: locally if the guest has
@@ -58,8 +77,7 @@ func (fs *FS) dOpen(n *node, flags uint32, out *fuse.OpenOut) (fuse.Status, bool
 	if err != nil {
 		return fs.status(err), true
 	}
-	out.Fh = h.id
-	out.OpenFlags = fuse.FOPEN_KEEP_CACHE
+	fs.openReplyLocked(h, out)
 	return fuse.OK, true
 }
 
@@ -97,6 +115,8 @@ func (fs *FS) lWrite(h *handle, in *fuse.WriteIn, data []byte) (uint32, fuse.Sta
 	l.attr.Mtime = nowNs()
 	l.attr.Ctime = l.attr.Mtime
 	h.dirty = true
+	w.stats.LocalWrites++
+	w.seenLocked(h.node)
 	return uint32(n), fuse.OK
 }
 
@@ -121,7 +141,15 @@ func (fs *FS) lRelease(h *handle) {
 	w := fs.wb
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.refreshLocked(h.node)
 	fs.queueDataLocked(h)
+	switch {
+	case h.pt:
+		fs.ptReleaseLocked(h)
+	case h.plain:
+		h.plain = false
+		w.plainCloseLocked(h.node)
+	}
 	h.lf.Close()
 	l := h.node.local
 	l.opens--
@@ -135,6 +163,7 @@ func (fs *FS) lRelease(h *handle) {
 func (fs *FS) lFsync(h *handle) fuse.Status {
 	w := fs.wb
 	w.mu.Lock()
+	w.refreshLocked(h.node)
 	fs.queueDataLocked(h)
 	w.mu.Unlock()
 	if err := h.lf.Sync(); err != nil {
@@ -170,7 +199,7 @@ func (fs *FS) dCreateOpen(parent *node, name string, in *fuse.CreateIn, out *fus
 		n.local.opens--
 		return fs.status(err)
 	}
-	out.Fh, out.OpenFlags = h.id, fuse.FOPEN_KEEP_CACHE
+	fs.openReplyLocked(h, &out.OpenOut)
 	h.dirty = true // even empty, its contents and times go to the host
 	fs.nodes.setNoCaps(n, true)
 	return fuse.OK
@@ -189,7 +218,9 @@ func (fs *FS) lFallocate(h *handle, in *fuse.FallocateIn) fuse.Status {
 	w := fs.wb
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.staged += fi.Size() - int64(h.node.local.attr.Size)
 	h.node.local.attr.Size = uint64(fi.Size())
 	h.dirty = true
+	w.seenLocked(h.node)
 	return fuse.OK
 }

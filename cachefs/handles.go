@@ -23,9 +23,12 @@ type handle struct {
 	fill  *dirFill // directories being read whole: the listing so far
 
 	// Local handles (delegated subtrees) read and write the staging file
-	// lf; writeback.mu protects dirty.
+	// lf, or the kernel does (pt: passthrough). writeback.mu protects
+	// dirty and plain (counted in writeback.plain: not passthrough).
 	lf    *os.File
+	pt    bool
 	dirty bool
+	plain bool
 }
 
 type handleTable struct {

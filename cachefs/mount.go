@@ -38,8 +38,11 @@ func Mount(fs *FS, dir string, o MountOptions) (*fuse.Server, error) {
 		// The kernel asks before each write whether security.capability
 		// must go, unless the server handles killpriv itself.
 		ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_ATOMIC_O_TRUNC,
-		// Remote data must not bypass the daemon.
-		DisabledCapabilities: fuse.CAP_PASSTHROUGH,
+	}
+	if fs.wb == nil || !root {
+		// Passthrough is for the staging files of delegated subtrees
+		// (passthrough.go); registering them needs CAP_SYS_ADMIN.
+		opts.DisabledCapabilities = fuse.CAP_PASSTHROUGH
 	}
 	if abs, err := filepath.Abs(dir); err == nil {
 		fs.opts.Mountpoint = abs
@@ -53,5 +56,6 @@ func Mount(fs *FS, dir string, o MountOptions) (*fuse.Server, error) {
 		srv.Unmount()
 		return nil, err
 	}
+	fs.initPassthrough(srv)
 	return srv, nil
 }

@@ -27,15 +27,19 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 			return err
 		}
 		out.OpenFlags = fs.openFlags(n)
+		h := &handle{node: n, flags: in.Flags}
+		fs.countPlain(h) // before the host has it: no passthrough open may race
 		if fs.lazyOpen(n, in.Flags) {
-			out.Fh = fs.handles.add(&handle{node: n, flags: in.Flags})
+			out.Fh = fs.handles.add(h)
 			return nil
 		}
 		var resp upstream.OpenResp
 		if err := fs.rpc(upstream.OpOpen, &upstream.OpenReq{Node: up, Flags: in.Flags}, &resp); err != nil {
+			fs.uncountPlain(h)
 			return err
 		}
-		out.Fh = fs.handles.add(&handle{node: n, flags: in.Flags, up: resp.Handle, epoch: epoch})
+		h.up, h.epoch = resp.Handle, epoch
+		out.Fh = fs.handles.add(h)
 		return nil
 	})
 }
@@ -66,7 +70,9 @@ func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out
 		}
 		n := fs.entered(parent, name, &resp.Entry, epoch, &out.EntryOut)
 		fs.nodes.setNoCaps(n, resp.Created)
-		out.Fh = fs.handles.add(&handle{node: n, flags: in.Flags, up: resp.Handle, epoch: epoch})
+		h := &handle{node: n, flags: in.Flags, up: resp.Handle, epoch: epoch}
+		fs.countPlain(h)
+		out.Fh = fs.handles.add(h)
 		out.OpenFlags = fs.openFlags(n)
 		return nil
 	})
@@ -147,6 +153,7 @@ func (fs *FS) release(fh uint64, op upstream.Op) {
 	if h == nil {
 		return
 	}
+	fs.uncountPlain(h)
 	h.mu.Lock()
 	up, epoch := h.up, h.epoch
 	h.mu.Unlock()

@@ -46,6 +46,8 @@ type Failure struct {
 // WritebackStats count the write-back.
 type WritebackStats struct {
 	Pending, Sent, Batches, Retries, Conflicts uint64
+	Passthrough                                uint64 // opens of staging files passed through
+	LocalWrites                                uint64 // writes to staging files through the daemon
 	Failures                                   []Failure
 }
 
@@ -73,6 +75,8 @@ type writeback struct {
 	closed   bool
 	held     bool // tests: nothing is sent while held
 	reported int  // failures returned by wait so far
+	pt       bool          // staging files may be passed through (passthrough.go)
+	plain    map[*node]int // open handles per node that are not passthrough
 }
 
 const wbBatch = 512          // records per OpApply at most
@@ -89,7 +93,7 @@ func newWriteback(fs *FS, dir string, lim WritebackLimits) (*writeback, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "data"), 0700); err != nil {
 		return nil, err
 	}
-	w := &writeback{fs: fs, dir: dir, lim: lim}
+	w := &writeback{fs: fs, dir: dir, lim: lim, plain: map[*node]int{}}
 	w.cond = sync.NewCond(&w.mu)
 	old, err := readJournal(filepath.Join(dir, "journal"))
 	if err != nil {

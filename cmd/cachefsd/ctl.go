@@ -119,8 +119,8 @@ func printStats(st *cachefs.Stats) {
 	fmt.Printf("cache: %d hits, %d misses, %d fills dropped, %d invalidations; %d dirs, %d attrs held\n",
 		c.Hits, c.Misses, c.Dropped, c.Invalidations, c.Dirs, c.Attrs)
 	if wb := st.Writeback; wb.Sent+wb.Pending > 0 || len(wb.Failures) > 0 {
-		fmt.Printf("write-back: %d pending, %d sent in %d batches, %d retries, %d conflicts, %d failures\n",
-			wb.Pending, wb.Sent, wb.Batches, wb.Retries, wb.Conflicts, len(wb.Failures))
+		fmt.Printf("write-back: %d pending, %d sent in %d batches, %d retries, %d conflicts, %d failures; %d passthrough opens\n",
+			wb.Pending, wb.Sent, wb.Batches, wb.Retries, wb.Conflicts, len(wb.Failures), wb.Passthrough)
 		for _, f := range wb.Failures {
 			fmt.Printf("  failed: %s %s: %s\n", f.Op, f.Path, f.Errno)
 		}

@@ -1,0 +1,165 @@
+package cachefs
+
+import (
+	"path/filepath"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// FUSE passthrough for staging files. A file of a delegated subtree
+// whose contents the guest holds (a staging copy in the state directory)
+// is opened with FOPEN_PASSTHROUGH: the kernel reads, writes and maps the
+// staging file itself, with no FUSE request per read or write. Only
+// staging files, never host data: a file the host has goes through the
+// daemon so that every mode's rules apply to it.
+//
+// The kernel requires the concurrent opens of one inode to agree: all
+// passthrough with one backing file, or none; any other open fails with
+// EIO. So writeback.plain counts, per node, the open handles that are
+// not passthrough, and a staging file is passed through only while there
+// are none; its backing id is registered at the first passthrough open
+// and unregistered at the last release.
+//
+// Writes do not reach the daemon, so the staging file is the truth for
+// size and modification time while passthrough handles are open
+// (refreshLocked), and a handle opened for writing is written back at
+// release as if written. Limit: a shared writable mapping outlives the
+// file's release; what is written through it after the write-back of
+// that release has finished does not reach the host.
+
+// stamp is what the guest last saw of a staging file.
+type stamp struct {
+	size, mtime, blocks int64
+}
+
+// initPassthrough enables passthrough if the kernel offers it and the
+// daemon may register backing files (CAP_SYS_ADMIN).
+func (fs *FS) initPassthrough(srv *fuse.Server) {
+	if fs.wb == nil || srv.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH == 0 {
+		return
+	}
+	fs.wb.mu.Lock()
+	fs.wb.pt = true
+	fs.wb.mu.Unlock()
+}
+
+// passThroughLocked makes h, a local handle of n being opened, a
+// passthrough handle if it can be, and reports the backing id for the
+// reply. Needs w.mu.
+func (fs *FS) passThroughLocked(h *handle) (int32, bool) {
+	w, n := fs.wb, h.node
+	if !w.pt || w.plain[n] > 0 {
+		return 0, false
+	}
+	l := n.local
+	if l.backing == 0 {
+		srv := fs.fuseServer()
+		if srv == nil {
+			return 0, false
+		}
+		id, errno := srv.RegisterBackingFd(&fuse.BackingMap{Fd: int32(h.lf.Fd())})
+		if errno != 0 {
+			w.pt = false // not permitted (no CAP_SYS_ADMIN) or not supported
+			fs.opts.Logf("cachefs: passthrough off: registering a backing file: %v", errno)
+			return 0, false
+		}
+		l.backing = id
+	}
+	w.refreshLocked(n) // the baseline before the kernel writes
+	l.ptOpens++
+	h.pt = true
+	if h.flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+		h.dirty = true // its writes are not seen: assume it writes
+	}
+	w.stats.Passthrough++
+	return l.backing, true
+}
+
+// ptReleaseLocked ends passthrough handle h. Needs w.mu.
+func (fs *FS) ptReleaseLocked(h *handle) {
+	l := h.node.local
+	l.ptOpens--
+	if l.ptOpens == 0 && l.backing != 0 {
+		if srv := fs.fuseServer(); srv != nil {
+			srv.UnregisterBackingFd(l.backing)
+		}
+		l.backing = 0
+	}
+}
+
+// refreshLocked takes n's size and modification time from its staging
+// file if it changed since last seen, as writes the kernel passed through
+// change it. Needs w.mu.
+func (w *writeback) refreshLocked(n *node) {
+	l := n.local
+	if l == nil || l.staging == "" {
+		return
+	}
+	var st syscall.Stat_t
+	if syscall.Stat(filepath.Join(w.dir, l.staging), &st) != nil {
+		return
+	}
+	now := stamp{size: st.Size, mtime: st.Mtim.Nano(), blocks: st.Blocks}
+	l.attr.Blocks = uint64(st.Blocks)
+	if !l.seenValid {
+		l.seen, l.seenValid = now, true
+		return
+	}
+	if now.size == l.seen.size && now.mtime == l.seen.mtime {
+		return
+	}
+	w.staged += now.size - l.seen.size
+	l.attr.Size = uint64(now.size)
+	if now.mtime != l.seen.mtime {
+		l.attr.Mtime, l.attr.Ctime = now.mtime, now.mtime
+	}
+	l.seen = now
+}
+
+// seenLocked records n's staging file as seen after a change the daemon
+// made itself (and accounted for). Needs w.mu.
+func (w *writeback) seenLocked(n *node) {
+	l := n.local
+	l.seenValid = false
+	w.refreshLocked(n)
+}
+
+// plainOpenLocked counts an open handle of n that is not passthrough.
+// Needs w.mu.
+func (w *writeback) plainOpenLocked(n *node) {
+	w.plain[n]++
+}
+
+// plainCloseLocked uncounts it. Needs w.mu.
+func (w *writeback) plainCloseLocked(n *node) {
+	if w.plain[n]--; w.plain[n] <= 0 {
+		delete(w.plain, n)
+	}
+}
+
+// countPlain counts h, an open file handle that is not passthrough, so
+// that its node is not passed through while it is open.
+func (fs *FS) countPlain(h *handle) {
+	if fs.wb == nil || h.dir {
+		return
+	}
+	fs.wb.mu.Lock()
+	defer fs.wb.mu.Unlock()
+	h.plain = true
+	fs.wb.plainOpenLocked(h.node)
+}
+
+// uncountPlain is countPlain's undo at release.
+func (fs *FS) uncountPlain(h *handle) {
+	if fs.wb == nil {
+		return
+	}
+	fs.wb.mu.Lock()
+	defer fs.wb.mu.Unlock()
+	if !h.plain {
+		return
+	}
+	h.plain = false
+	fs.wb.plainCloseLocked(h.node)
+}

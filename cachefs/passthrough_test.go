@@ -1,0 +1,153 @@
+package cachefs_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// writeBlocks writes n blocks of 1 KiB to f, each filled with its index.
+func writeBlocks(t *testing.T, f *os.File, n int) []byte {
+	t.Helper()
+	var all []byte
+	for i := 0; i < n; i++ {
+		b := bytes.Repeat([]byte{byte('a' + i%26)}, 1024)
+		if _, err := f.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, b...)
+	}
+	return all
+}
+
+// The kernel writes a delegated file's staging copy itself: 1 KiB writes
+// reach neither the daemon nor the host, and size, contents and times
+// are right in the guest while the file is open and on the host after
+// write-back.
+func TestPassthroughWritesSkipDaemon(t *testing.T) {
+	export := t.TempDir()
+	env := startDelegated(t, export, t.TempDir())
+	p := filepath.Join(env.Mountpoint, "f")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := requests(env)
+	want := writeBlocks(t, f, 1000)
+	var st unix.Stat_t
+	if err := unix.Stat(p, &st); err != nil || st.Size != int64(len(want)) {
+		t.Errorf("stat while open: size %d (%v), want %d", st.Size, err, len(want))
+	}
+	f.Close()
+	wb := env.FS.Stats().Writeback
+	if wb.Passthrough == 0 {
+		t.Skipf("the kernel did not pass the file through (stats %+v)", wb)
+	}
+	if wb.LocalWrites != 0 {
+		t.Errorf("%d writes reached the daemon, want none", wb.LocalWrites)
+	}
+	if n := requests(env) - before; n > 5 {
+		t.Errorf("1000 writes sent %d upstream requests", n)
+	}
+	if got, _ := os.ReadFile(p); !bytes.Equal(got, want) {
+		t.Errorf("guest reads %d bytes back, want %d written", len(got), len(want))
+	}
+	if failed := env.FS.WriteBack(); len(failed) > 0 {
+		t.Fatalf("write-back failures: %+v", failed)
+	}
+	if got, _ := os.ReadFile(filepath.Join(export, "f")); !bytes.Equal(got, want) {
+		t.Errorf("host has %d bytes after write-back, want %d", len(got), len(want))
+	}
+	var hst unix.Stat_t
+	unix.Stat(filepath.Join(export, "f"), &hst)
+	unix.Stat(p, &st)
+	if hst.Mtim != st.Mtim {
+		t.Errorf("host mtime %v, guest %v", hst.Mtim, st.Mtim)
+	}
+}
+
+// A host file open for reading keeps the inode out of passthrough: a
+// writer opening it meanwhile goes through the daemon instead of failing.
+func TestPassthroughYieldsToOpenHostFile(t *testing.T) {
+	export := t.TempDir()
+	os.WriteFile(filepath.Join(export, "f"), []byte("host data"), 0644)
+	env := startDelegated(t, export, t.TempDir())
+	p := filepath.Join(env.Mountpoint, "f")
+	r, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4)
+	r.Read(buf)
+	w, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatalf("open for writing while a host handle is open: %v", err)
+	}
+	if _, err := w.WriteAt([]byte("HOST"), 0); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	r.Close()
+	wb := env.FS.Stats().Writeback
+	if wb.Passthrough != 0 || wb.LocalWrites == 0 {
+		t.Errorf("stats %+v: want the write through the daemon, no passthrough", wb)
+	}
+	// With nothing open, the next open passes the staging file through.
+	w, err = os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write([]byte("!"))
+	w.Close()
+	if got, _ := os.ReadFile(p); string(got) != "HOST data!" {
+		t.Errorf("guest reads %q", got)
+	}
+	if failed := env.FS.WriteBack(); len(failed) > 0 {
+		t.Fatalf("write-back failures: %+v", failed)
+	}
+	if got, _ := os.ReadFile(filepath.Join(export, "f")); string(got) != "HOST data!" {
+		t.Errorf("host has %q", got)
+	}
+}
+
+// Writes through a shared mapping of a passed-through file, truncation
+// and fsync while open all reach the host.
+func TestPassthroughMmapTruncateFsync(t *testing.T) {
+	export := t.TempDir()
+	env := startDelegated(t, export, t.TempDir())
+	p := filepath.Join(env.Mountpoint, "m")
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(8192); err != nil {
+		t.Fatal(err)
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, 8192, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(m[4096:], "mapped")
+	unix.Msync(m, unix.MS_SYNC)
+	unix.Munmap(m)
+	if err := f.Truncate(4096 + 6); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil { // waits for the host
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(filepath.Join(export, "m"))
+	if len(got) != 4102 || string(got[4096:]) != "mapped" {
+		t.Errorf("host has %d bytes ending %q after fsync, want 4102 ending \"mapped\"", len(got), got[min(len(got), 4096):])
+	}
+	var st syscall.Stat_t
+	syscall.Stat(p, &st)
+	if st.Size != 4102 {
+		t.Errorf("guest size %d, want 4102", st.Size)
+	}
+}
