@@ -233,7 +233,8 @@ type ChangedResp struct {
 	Nodes []uint64
 }
 
-// Rename flags, as renameat2.
+// Rename flags, as renameat2. The server refuses any other bit
+// (RENAME_WHITEOUT among them) with EINVAL.
 const (
 	RenameNoReplace uint32 = 1
 	RenameExchange  uint32 = 2

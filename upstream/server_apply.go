@@ -233,6 +233,10 @@ func chmodNoFollow(dfd int, name string, mode uint32) error {
 }
 
 func (ss *session) applyRename(dfd int, name string, op *WBOp) error {
+	flags, err := renameFlags(op.Flags)
+	if err != nil {
+		return err
+	}
 	nfd, newName, err := ss.walkParent(op.Path2)
 	if err != nil {
 		return err
@@ -240,7 +244,7 @@ func (ss *session) applyRename(dfd int, name string, op *WBOp) error {
 	defer unix.Close(nfd)
 	ss.markPath(dfd, name, invalidation.MoveFrom)
 	ss.markPath(nfd, newName, invalidation.MoveTo)
-	err = unix.Renameat2(dfd, name, nfd, newName, uint(op.Flags))
+	err = unix.Renameat2(dfd, name, nfd, newName, flags)
 	if err == unix.ENOENT && unix.Faccessat(nfd, newName, unix.F_OK, unix.AT_SYMLINK_NOFOLLOW) == nil {
 		return nil // done before: the source is gone and the target there
 	}

@@ -174,8 +174,22 @@ func (ss *session) unlinking(n *node) {
 	ss.pinOpenFiles(n)
 }
 
+// renameFlags checks a guest's renameat2 flags. RENAME_WHITEOUT would
+// leave a whiteout, a 0:0 character device, where the server may make
+// one; bits unknown here may mean more to a later kernel.
+func renameFlags(flags uint32) (uint, error) {
+	if flags&^(RenameNoReplace|RenameExchange) != 0 {
+		return 0, unix.EINVAL
+	}
+	return uint(flags), nil
+}
+
 func (ss *session) rename(req *RenameReq, resp *ChangedResp) error {
 	if err := ss.writable(); err != nil {
+		return err
+	}
+	flags, err := renameFlags(req.Flags)
+	if err != nil {
 		return err
 	}
 	return ss.withDirName(req.Parent, req.Name, func(odir *node, ofd int) error {
@@ -187,7 +201,7 @@ func (ss *session) rename(req *RenameReq, resp *ChangedResp) error {
 			if req.Flags&RenameExchange == 0 {
 				ss.unlinking(replaced)
 			}
-			if err := unix.Renameat2(ofd, req.Name, nfd, req.NewName, uint(req.Flags)); err != nil {
+			if err := unix.Renameat2(ofd, req.Name, nfd, req.NewName, flags); err != nil {
 				return err
 			}
 			if moving != nil {

@@ -9,14 +9,27 @@ import (
 
 // Extended attributes go through /proc/self/fd paths, since the xattr
 // calls do not take O_PATH fds. Symlinks have no user xattrs on Linux;
-// their list is empty. The server's own owner xattr is hidden.
+// their list is empty. Names the guest may not reach are missing to it:
+// left out of lists, ENODATA to get, refused to set or remove.
 
-func (ss *session) hidden(name string) bool {
-	return ss.srv.ownerXattr && strings.HasPrefix(name, "user.cachefs.")
+// privateXattr reports the server's own xattrs: the owner and set-id
+// bits it keeps for the guest (user.cachefs.*).
+func privateXattr(name string) bool {
+	return strings.HasPrefix(name, "user.cachefs.")
 }
 
+// guardedXattr reports the namespaces the host's kernel acts on:
+// security.* (file capabilities, LSM labels) and trusted.* (overlayfs,
+// privileged tools). A privileged server could set them, and so a guest
+// could give a host program capabilities.
+func guardedXattr(name string) bool {
+	return strings.HasPrefix(name, "security.") || strings.HasPrefix(name, "trusted.")
+}
+
+func hiddenXattr(name string) bool { return privateXattr(name) || guardedXattr(name) }
+
 func (ss *session) getxattr(req *XattrReq, resp *XattrResp) error {
-	if ss.hidden(req.Name) {
+	if hiddenXattr(req.Name) {
 		return unix.ENODATA
 	}
 	return ss.withNode(req.Node, func(n *node, fd int) error {
@@ -40,7 +53,7 @@ func (ss *session) listxattr(req *XattrReq, resp *XattrResp) error {
 		if err != nil {
 			return err
 		}
-		resp.Data = ss.filterList(resp.Data)
+		resp.Data = filterXattrs(resp.Data)
 		resp.Size = uint32(len(resp.Data))
 		if req.Size == 0 {
 			resp.Data = nil
@@ -51,10 +64,11 @@ func (ss *session) listxattr(req *XattrReq, resp *XattrResp) error {
 	})
 }
 
-func (ss *session) filterList(list []byte) []byte {
+// filterXattrs leaves the hidden names out of a NUL-separated list.
+func filterXattrs(list []byte) []byte {
 	var out []byte
 	for _, name := range bytes.Split(list, []byte{0}) {
-		if len(name) > 0 && !ss.hidden(string(name)) {
+		if len(name) > 0 && !hiddenXattr(string(name)) {
 			out = append(append(out, name...), 0)
 		}
 	}
@@ -85,7 +99,7 @@ func (ss *session) setxattr(req *SetxattrReq, _ *Empty) error {
 	if err := ss.writable(); err != nil {
 		return err
 	}
-	if ss.hidden(req.Name) {
+	if hiddenXattr(req.Name) {
 		return unix.EPERM
 	}
 	return ss.withNode(req.Node, func(n *node, fd int) error {
@@ -100,7 +114,10 @@ func (ss *session) removexattr(req *XattrReq, _ *Empty) error {
 	if err := ss.writable(); err != nil {
 		return err
 	}
-	if ss.hidden(req.Name) {
+	if guardedXattr(req.Name) {
+		return unix.EPERM
+	}
+	if privateXattr(req.Name) {
 		return unix.ENODATA
 	}
 	return ss.withNode(req.Node, func(n *node, fd int) error {
