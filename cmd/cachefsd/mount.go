@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"net/http"
+	_ "net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -28,6 +30,7 @@ type guestFlags struct {
 	cacheTTL    time.Duration
 	limits      cachefs.CacheLimits
 	stateDir    string
+	pprof       string
 }
 
 func (g *guestFlags) register(fl *flag.FlagSet) {
@@ -38,6 +41,7 @@ func (g *guestFlags) register(fl *flag.FlagSet) {
 	fl.DurationVar(&g.cacheTTL, "cache-ttl", 30*time.Second, "longest a cached subtree trusts metadata without news from the host")
 	fl.IntVar(&g.limits.DirBytes, "cache-dir-bytes", 64<<20, "bound on cached names and listings, bytes")
 	fl.IntVar(&g.limits.AttrBytes, "cache-attr-bytes", 16<<20, "bound on cached attributes, bytes")
+	fl.StringVar(&g.pprof, "pprof", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6060)")
 	fl.StringVar(&g.stateDir, "state-dir", "", "write-back journal of delegated subtrees, kept across restarts (default: under "+defaultStateDir()+", one per mountpoint)")
 }
 
@@ -87,6 +91,9 @@ func parseGuest(cmd string, args []string, reqVal *string, req, usage string) (*
 		return nil, nil, nil, fmt.Errorf("%s needs --%s and a mountpoint", cmd, req)
 	}
 	pol, err := g.policy()
+	if g.pprof != "" {
+		go func() { log.Printf("cachefsd: pprof: %v", http.ListenAndServe(g.pprof, nil)) }()
+	}
 	return fl, g, pol, err
 }
 
