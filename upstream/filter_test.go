@@ -109,3 +109,145 @@ func TestXattrNamespacesRefused(t *testing.T) {
 		t.Errorf("Getxattr user.host: got %q", xa.Data)
 	}
 }
+
+// hostMode returns a host file's permission bits.
+func hostMode(t *testing.T, path string) uint32 {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		t.Fatalf("Lstat: %v", err)
+	}
+	return st.Mode & 07777
+}
+
+// wantModes checks the mode the guest sees for a file and the one its
+// host file has.
+func wantModes(t *testing.T, what string, got upstream.Attr, guest uint32, host string, hostWant uint32) {
+	t.Helper()
+	if got.Mode&07777 != guest {
+		t.Errorf("%s: guest sees mode %o, want %o", what, got.Mode&07777, guest)
+	}
+	if m := hostMode(t, host); m != hostWant {
+		t.Errorf("%s: host mode %o, want %o", what, m, hostWant)
+	}
+}
+
+func setattr(t *testing.T, c *upstream.Client, req *upstream.SetattrReq) upstream.Attr {
+	t.Helper()
+	var resp upstream.AttrResp
+	must(t, c, upstream.OpSetattr, req, &resp)
+	return resp.Attr
+}
+
+func getattr(t *testing.T, c *upstream.Client, node uint64) upstream.Attr {
+	t.Helper()
+	var resp upstream.AttrResp
+	must(t, c, upstream.OpGetattr, &upstream.NodeReq{Node: node}, &resp)
+	return resp.Attr
+}
+
+// TestSetidKept checks the default set-id policy: the bits a guest gives
+// a regular file stay off the host file, in the server's xattr, and the
+// guest sees them in every reply that carries attributes. Owners go to
+// the host file by chown, or to the owner xattr.
+func TestSetidKept(t *testing.T) {
+	for _, ownerXattrs := range []bool{false, true} {
+		t.Run(fmt.Sprintf("OwnerXattrs=%v", ownerXattrs), func(t *testing.T) {
+			testSetidKept(t, upstream.ServerOptions{OwnerXattrs: boolPtr(ownerXattrs)})
+		})
+	}
+}
+
+func testSetidKept(t *testing.T, opts upstream.ServerOptions) {
+	ts := startServer(t, opts)
+	if err := unix.Setxattr(ts.export, "user.probe", []byte("1"), 0); err != nil {
+		t.Skipf("no user xattrs on %s: %v", ts.export, err)
+	}
+	c := newClient(t, ts.addr, upstream.ClientOptions{})
+	host := filepath.Join(ts.export, "f")
+	var cr upstream.CreateResp
+	must(t, c, upstream.OpCreate, &upstream.CreateReq{Parent: upstream.RootID, Name: "f", Flags: syscall.O_RDWR,
+		Mode: 04755, Caller: rootCaller}, &cr)
+	f := cr.Entry.Node
+	wantModes(t, "Create 04755", cr.Entry.Attr, 04755, host, 0755)
+	wantModes(t, "Getattr", getattr(t, c, f), 04755, host, 0755)
+	wantModes(t, "Lookup", lookup(t, c, upstream.RootID, "f").Attr, 04755, host, 0755)
+	wantModes(t, "Setattr 02750", setattr(t, c, &upstream.SetattrReq{Node: f, Valid: upstream.SetMode, Mode: 02750}), 02750, host, 0750)
+	wantModes(t, "Setattr 06755", setattr(t, c, &upstream.SetattrReq{Node: f, Valid: upstream.SetMode, Mode: 06755}), 06755, host, 0755)
+
+	// The xattr is the server's: the guest can neither see nor change it.
+	var xa upstream.XattrResp
+	must(t, c, upstream.OpListxattr, &upstream.XattrReq{Node: f, Size: 1024}, &xa)
+	if bytes.Contains(xa.Data, []byte("cachefs")) {
+		t.Errorf("Listxattr shows %q", xa.Data)
+	}
+	err := try(c, upstream.OpSetxattr, &upstream.SetxattrReq{Node: f, Name: "user.cachefs.setid", Data: []byte("0")}, &upstream.Empty{})
+	wantErrno(t, "Setxattr user.cachefs.setid", err, syscall.EPERM)
+
+	// A change of owner drops set-user-id, and set-group-id with group
+	// execution, as Linux does; a write by an unprivileged process
+	// drops both.
+	wantModes(t, "chown of 06755", setattr(t, c, &upstream.SetattrReq{Node: f, Valid: upstream.SetUid, Uid: 1000}), 0755, host, 0755)
+	setattr(t, c, &upstream.SetattrReq{Node: f, Valid: upstream.SetMode, Mode: 06745})
+	wantModes(t, "chown of 06745", setattr(t, c, &upstream.SetattrReq{Node: f, Valid: upstream.SetGid, Gid: 1000}), 02745, host, 0745)
+	write(t, c, cr.Handle, 0, []byte("x"))
+	wantModes(t, "plain write", getattr(t, c, f), 02745, host, 0745)
+	must(t, c, upstream.OpWrite, &upstream.WriteReq{Handle: cr.Handle, Data: []byte("y"), Flags: upstream.WriteKillSuidgid}, &upstream.WriteResp{})
+	wantModes(t, "write killing set-id", getattr(t, c, f), 0745, host, 0745)
+	setattr(t, c, &upstream.SetattrReq{Node: f, Valid: upstream.SetMode, Mode: 04700})
+	wantModes(t, "truncate killing set-id", setattr(t, c, &upstream.SetattrReq{Node: f,
+		Valid: upstream.SetSize | upstream.SetKillSuidgid}), 0700, host, 0700)
+	if _, err := unix.Getxattr(host, "user.cachefs.setid", nil); err != unix.ENODATA {
+		t.Errorf("host user.cachefs.setid with no set-id bits left: got %v, want ENODATA", err)
+	}
+
+	var mr upstream.EntryResp
+	must(t, c, upstream.OpMknod, &upstream.MknodReq{Parent: upstream.RootID, Name: "m", Mode: 02711, Caller: rootCaller}, &mr)
+	wantModes(t, "Mknod 02711", mr.Entry.Attr, 02711, filepath.Join(ts.export, "m"), 0711)
+	d := mkdir(t, c, upstream.RootID, "d")
+	wantModes(t, "directory 02755", setattr(t, c, &upstream.SetattrReq{Node: d.Node, Valid: upstream.SetMode, Mode: 02755}),
+		02755, filepath.Join(ts.export, "d"), 02755)
+}
+
+// TestSetidKeptWriteBack applies set-id modes by write-back: they are
+// kept as for the ops, and visible to a lookup.
+func TestSetidKeptWriteBack(t *testing.T) {
+	ts := startServer(t, upstream.ServerOptions{})
+	if err := unix.Setxattr(ts.export, "user.probe", []byte("1"), 0); err != nil {
+		t.Skipf("no user xattrs on %s: %v", ts.export, err)
+	}
+	c := newClient(t, ts.addr, upstream.ClientOptions{})
+	host := filepath.Join(ts.export, "w")
+	apply := func(op upstream.WBOp) {
+		t.Helper()
+		var ar upstream.ApplyResp
+		must(t, c, upstream.OpApply, &upstream.ApplyReq{Ops: []upstream.WBOp{op}}, &ar)
+		if ar.Errnos[0] != 0 {
+			t.Fatalf("Apply %+v: errno %d", op, ar.Errnos[0])
+		}
+	}
+	apply(upstream.WBOp{Kind: upstream.WBCreate, Path: "w", Mode: 04711})
+	wantModes(t, "WBCreate 04711", lookup(t, c, upstream.RootID, "w").Attr, 04711, host, 0711)
+	apply(upstream.WBOp{Kind: upstream.WBSetattr, Path: "w", Valid: upstream.SetMode, Mode: 06755})
+	wantModes(t, "WBSetattr 06755", lookup(t, c, upstream.RootID, "w").Attr, 06755, host, 0755)
+	apply(upstream.WBOp{Kind: upstream.WBSetattr, Path: "w", Valid: upstream.SetUid, Uid: 1000})
+	wantModes(t, "WBSetattr chown", lookup(t, c, upstream.RootID, "w").Attr, 0755, host, 0755)
+	apply(upstream.WBOp{Kind: upstream.WBMkdir, Path: "d", Mode: 0755})
+	apply(upstream.WBOp{Kind: upstream.WBSetattr, Path: "d", Valid: upstream.SetMode, Mode: 02755})
+	wantModes(t, "directory 02755", lookup(t, c, upstream.RootID, "d").Attr, 02755, filepath.Join(ts.export, "d"), 02755)
+}
+
+// TestAllowSetID applies set-id bits to the host file, as a server run
+// with --allow-setid does.
+func TestAllowSetID(t *testing.T) {
+	ts := startServer(t, upstream.ServerOptions{AllowSetID: true})
+	c := newClient(t, ts.addr, upstream.ClientOptions{})
+	var cr upstream.CreateResp
+	must(t, c, upstream.OpCreate, &upstream.CreateReq{Parent: upstream.RootID, Name: "f", Flags: syscall.O_RDWR,
+		Mode: 0755, Caller: rootCaller}, &cr)
+	host := filepath.Join(ts.export, "f")
+	wantModes(t, "Setattr 04755", setattr(t, c, &upstream.SetattrReq{Node: cr.Entry.Node, Valid: upstream.SetMode, Mode: 04755}), 04755, host, 04755)
+	if _, err := unix.Getxattr(host, "user.cachefs.setid", nil); err != unix.ENODATA {
+		t.Errorf("host user.cachefs.setid: got %v, want ENODATA", err)
+	}
+}

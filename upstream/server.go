@@ -35,6 +35,13 @@ type ServerOptions struct {
 	OwnerXattrs *bool
 	// NoFileHandles disables name_to_handle_at inode identity.
 	NoFileHandles bool
+	// AllowSetID applies the set-user-id and set-group-id bits a guest
+	// gives a regular file to the host file. False: they are kept in the
+	// file's user.cachefs.setid xattr instead and reported in its
+	// attributes, so the guest sees them but no host program runs with
+	// them (a root server would otherwise take a guest's set-uid-root
+	// file for its own).
+	AllowSetID bool
 	// Logf logs unexpected errors. Nil: log.Printf.
 	Logf func(format string, args ...any)
 }

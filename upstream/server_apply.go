@@ -12,6 +12,10 @@ import (
 // no absolute path is ever built), and are applied in order within a
 // request. Each is idempotent: re-applying a batch after a lost reply or
 // a guest crash ends in the same host state.
+//
+// An op that fails for lack of space (ENOSPC, EDQUOT) ends the request:
+// the guest keeps it and sends it again once there is space, so the ops
+// after it are not applied before it (they get ECANCELED).
 
 func (ss *session) apply(req *ApplyReq, resp *ApplyResp) error {
 	if err := ss.writable(); err != nil {
@@ -20,10 +24,17 @@ func (ss *session) apply(req *ApplyReq, resp *ApplyResp) error {
 	resp.Errnos = make([]uint32, len(req.Ops))
 	resp.Inos = make([]uint64, len(req.Ops))
 	for i := range req.Ops {
-		if err := ss.applyOne(&req.Ops[i]); err != nil {
-			resp.Errnos[i] = uint32(toErrno(err))
-		} else {
+		err := ss.applyOne(&req.Ops[i])
+		if err == nil {
 			resp.Inos[i] = ss.inoAt(req.Ops[i].Path)
+			continue
+		}
+		resp.Errnos[i] = uint32(toErrno(err))
+		if err == unix.ENOSPC || err == unix.EDQUOT {
+			for j := i + 1; j < len(req.Ops); j++ {
+				resp.Errnos[j] = uint32(unix.ECANCELED)
+			}
+			break
 		}
 	}
 	return nil
@@ -106,8 +117,11 @@ func (ss *session) applyOne(op *WBOp) error {
 		return ss.applyOwner(dfd, name, op, err)
 	case WBCreate:
 		ss.markPath(dfd, name, invalidation.Create, invalidation.Attrib)
-		err = unix.Mknodat(dfd, name, unix.S_IFREG|op.Mode&07777, 0)
-		if err == unix.EEXIST {
+		host, kept := ss.srv.splitMode(unix.S_IFREG, op.Mode&07777)
+		err = unix.Mknodat(dfd, name, unix.S_IFREG|host, 0)
+		if err == nil {
+			err = keepSetidAt(dfd, name, kept)
+		} else if err == unix.EEXIST {
 			err = isType(dfd, name, unix.S_IFREG)
 		}
 		return ss.applyOwner(dfd, name, op, err)
@@ -138,7 +152,7 @@ func (ss *session) applyOne(op *WBOp) error {
 		return ss.applyRename(dfd, name, op)
 	case WBSetattr:
 		ss.markPath(dfd, name, invalidation.Attrib, invalidation.Modify)
-		return applySetattr(dfd, name, op)
+		return ss.applyWBSetattr(dfd, name, op)
 	case WBLink:
 		return ss.applyLink(dfd, name, op)
 	}
@@ -178,7 +192,7 @@ func applyWrite(dfd int, name string, op *WBOp) error {
 	return unix.UtimesNanoAt(dfd, name, ts, unix.AT_SYMLINK_NOFOLLOW)
 }
 
-func applySetattr(dfd int, name string, op *WBOp) error {
+func (ss *session) applyWBSetattr(dfd int, name string, op *WBOp) error {
 	if op.Valid&SetSize != 0 {
 		fd, err := openExisting(dfd, name, unix.O_WRONLY|unix.O_CLOEXEC)
 		if err != nil {
@@ -191,7 +205,7 @@ func applySetattr(dfd int, name string, op *WBOp) error {
 		}
 	}
 	if op.Valid&SetMode != 0 {
-		if err := chmodNoFollow(dfd, name, op.Mode&07777); err != nil {
+		if err := ss.chmodNoFollow(dfd, name, func(_, _ uint32) uint32 { return op.Mode & 07777 }); err != nil {
 			return err
 		}
 	}
@@ -206,6 +220,9 @@ func applySetattr(dfd int, name string, op *WBOp) error {
 		if err := unix.Fchownat(dfd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return err
 		}
+		if err := ss.chmodNoFollow(dfd, name, ss.srv.chownedMode); err != nil {
+			return err
+		}
 	}
 	if op.Valid&(SetAtime|SetMtime) != 0 {
 		ts := []unix.Timespec{timeArg(op.Valid, SetAtime, 0, op.Atime), timeArg(op.Valid, SetMtime, 0, op.Mtime)}
@@ -214,9 +231,10 @@ func applySetattr(dfd int, name string, op *WBOp) error {
 	return nil
 }
 
-// chmodNoFollow changes name's mode; a symlink is left alone, never
-// followed to its target, which may lie outside the export.
-func chmodNoFollow(dfd int, name string, mode uint32) error {
+// chmodNoFollow changes name's mode to what f makes of its type and the
+// mode the guest sees (07777 bits), if that differs; a symlink is left
+// alone, never followed to its target, which may lie outside the export.
+func (ss *session) chmodNoFollow(dfd int, name string, f func(fmt, mode uint32) uint32) error {
 	fd, err := unix.Openat(dfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
@@ -226,10 +244,15 @@ func chmodNoFollow(dfd int, name string, mode uint32) error {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return err
 	}
-	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+	fmt := st.Mode & unix.S_IFMT
+	if fmt == unix.S_IFLNK {
 		return nil
 	}
-	return unix.Fchmodat(unix.AT_FDCWD, procPath(fd), mode, 0)
+	cur := ss.srv.keptMode(fd, &st) & 07777
+	if mode := f(fmt, cur); mode != cur {
+		return ss.srv.chmod(fd, fmt, mode)
+	}
+	return nil
 }
 
 func (ss *session) applyRename(dfd int, name string, op *WBOp) error {

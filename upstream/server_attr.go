@@ -44,19 +44,36 @@ func (ss *session) applySetattr(req *SetattrReq, n *node, fd int, st *unix.Stat_
 			return err
 		}
 	}
-	mode, setMode := req.Mode, req.Valid&SetMode != 0
-	if req.Valid&SetKillSuidgid != 0 && st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
-		if !setMode {
-			mode = st.Mode
-		}
-		mode, setMode = mode&^(unix.S_ISUID|unix.S_ISGID), true
-	}
-	if setMode && n.fmt != unix.S_IFLNK {
-		if err := unix.Fchmodat(unix.AT_FDCWD, procPath(fd), mode&07777, 0); err != nil {
+	if mode, ok := ss.newMode(req, n.fmt, fd, st); ok && n.fmt != unix.S_IFLNK {
+		if err := ss.srv.chmod(fd, n.fmt, mode); err != nil {
 			return err
 		}
 	}
 	return ss.setTimes(req, n, fd)
+}
+
+// newMode returns the mode a setattr leaves a file with, st being its
+// stat from before, and whether it must be set: the mode asked for, less
+// the set-id bits that SetKillSuidgid drops and, where the server keeps
+// them (server_setid.go), those a change of owner drops.
+func (ss *session) newMode(req *SetattrReq, fmt uint32, fd int, st *unix.Stat_t) (uint32, bool) {
+	set, kill := req.Valid&SetMode != 0, req.Valid&SetKillSuidgid != 0
+	chown := ss.srv.keepsSetid(fmt) && req.Valid&(SetUid|SetGid) != 0
+	if !kill && (set || !chown) {
+		return req.Mode & 07777, set
+	}
+	cur := ss.srv.keptMode(fd, st) & 07777
+	mode := req.Mode & 07777
+	if !set {
+		mode = cur
+		if chown {
+			mode = killOnChown(mode)
+		}
+	}
+	if kill {
+		mode &^= setidBits
+	}
+	return mode, set || mode != cur
 }
 
 func (ss *session) truncate(req *SetattrReq, fd int) error {

@@ -177,6 +177,9 @@ func (ss *session) attrOf(fd int, st *unix.Stat_t) Attr {
 		Atime: unix.TimespecToNsec(st.Atim), Mtime: unix.TimespecToNsec(st.Mtim),
 		Ctime: unix.TimespecToNsec(st.Ctim), Mode: st.Mode, Nlink: uint32(st.Nlink),
 		Uid: st.Uid, Gid: st.Gid, Rdev: uint32(st.Rdev), Blksize: uint32(st.Blksize)}
+	if fd >= 0 {
+		a.Mode = ss.srv.keptMode(fd, st)
+	}
 	if ss.srv.ownerXattr && fd >= 0 && st.Mode&unix.S_IFMT != unix.S_IFLNK {
 		a.Uid, a.Gid = ss.readOwner(fd, a.Uid, a.Gid)
 	}
@@ -237,11 +240,18 @@ func (ss *session) entryFor(parent *node, pfd int, name string, st *unix.Stat_t)
 	}
 	n := ss.nodes.ref(parent, name, st, h)
 	a := ss.attrOf(-1, st)
-	if ss.srv.ownerXattr && st.Mode&unix.S_IFMT != unix.S_IFLNK {
+	switch {
+	case ss.srv.ownerXattr && st.Mode&unix.S_IFMT != unix.S_IFLNK:
 		if r, err := ss.nodeFD(n); err == nil {
-			a.Uid, a.Gid = ss.readOwner(r.fd, a.Uid, a.Gid)
+			a = ss.attrOf(r.fd, st)
 			r.release()
 		}
+	case ss.srv.keepsSetid(st.Mode & unix.S_IFMT):
+		// By name rather than by an fd of its own, so a listing costs
+		// one call per file; lgetxattr does not follow name, which
+		// holds a regular file unless the host just replaced it (then
+		// the bits are the new file's, like a stat racing a rename).
+		a.Mode |= readSetid(unix.Lgetxattr, procPath(pfd)+"/"+name)
 	}
 	return Entry{Node: n.id, Attr: a}, nil
 }

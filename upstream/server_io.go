@@ -49,11 +49,18 @@ func (ss *session) create(req *CreateReq, resp *CreateResp) error {
 	}
 	return ss.withDirName(req.Parent, req.Name, func(dir *node, dfd int) error {
 		ss.mark(dir, req.Name, invalidation.Create, invalidation.Attrib, invalidation.Modify)
-		hfd, created, err := openCreate(dfd, req.Name, flags|unix.O_CLOEXEC, req.Mode&07777)
+		host, kept := ss.srv.splitMode(unix.S_IFREG, req.Mode&07777)
+		hfd, created, err := openCreate(dfd, req.Name, flags|unix.O_CLOEXEC, host)
 		if err != nil {
 			return err
 		}
 		resp.Created = created
+		if created && kept != 0 {
+			if err := writeSetid(procPath(hfd), kept); err != nil {
+				unix.Close(hfd)
+				return err
+			}
+		}
 		e, err := ss.created(dir, dfd, req.Name, req.Caller)
 		if err != nil {
 			unix.Close(hfd)
@@ -84,7 +91,7 @@ func (ss *session) write(req *WriteReq, resp *WriteResp) error {
 	}
 	return ss.withFile(req.Handle, func(f *openFile, fd int) error {
 		if req.Flags&WriteKillSuidgid != 0 {
-			if err := killSuidgid(fd); err != nil {
+			if err := ss.srv.killSetid(fd); err != nil {
 				return err
 			}
 		}
@@ -93,19 +100,6 @@ func (ss *session) write(req *WriteReq, resp *WriteResp) error {
 		resp.Written = uint32(max(n, 0))
 		return err
 	})
-}
-
-// killSuidgid clears set-id bits as a write by an unprivileged guest
-// process must; the server may be privileged and keep them otherwise.
-func killSuidgid(fd int) error {
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return err
-	}
-	if st.Mode&(unix.S_ISUID|unix.S_ISGID) == 0 {
-		return nil
-	}
-	return unix.Fchmod(fd, st.Mode&07777&^(unix.S_ISUID|unix.S_ISGID))
 }
 
 func (ss *session) fsync(req *FsyncReq, _ *Empty) error {

@@ -54,9 +54,17 @@ func (ss *session) mknod(req *MknodReq, resp *EntryResp) error {
 	default:
 		return unix.EPERM
 	}
+	fmt := req.Mode & unix.S_IFMT
+	if fmt == 0 {
+		fmt = unix.S_IFREG
+	}
+	host, kept := ss.srv.splitMode(fmt, req.Mode&07777)
 	return ss.withDirName(req.Parent, req.Name, func(dir *node, fd int) (err error) {
 		ss.mark(dir, req.Name, invalidation.Create, invalidation.Attrib)
-		if err := unix.Mknodat(fd, req.Name, req.Mode, int(req.Rdev)); err != nil {
+		if err := unix.Mknodat(fd, req.Name, fmt|host, int(req.Rdev)); err != nil {
+			return err
+		}
+		if err := keepSetidAt(fd, req.Name, kept); err != nil {
 			return err
 		}
 		resp.Entry, err = ss.created(dir, fd, req.Name, req.Caller)

@@ -1,0 +1,149 @@
+package upstream
+
+import (
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// Set-id bits. Unless ServerOptions.AllowSetID is set, the set-user-id
+// and set-group-id bits a guest gives a regular file never reach the
+// host file: they are kept in its setidXattr and added to its mode in
+// the attributes the guest gets, so the guest sees the modes it set
+// while no host program runs set-id from a file a guest made. Set-id
+// bits the host gave a file itself are reported as they are. Other file
+// types keep their bits on the host: a directory's set-group-id bit only
+// hands its group to new names.
+
+// setidXattr holds the set-id bits a guest gave a regular file, in octal
+// ("4000", "2000" or "6000"); absent, none. Like ownerXattr it is the
+// server's own, hidden from the guest (privateXattr).
+const setidXattr = "user.cachefs.setid"
+
+const setidBits = unix.S_ISUID | unix.S_ISGID
+
+// keepsSetid reports whether the set-id bits of a file of type fmt (S_IF
+// bits) go to setidXattr rather than to the host file.
+func (s *Server) keepsSetid(fmt uint32) bool {
+	return !s.opts.AllowSetID && fmt == unix.S_IFREG
+}
+
+// splitMode splits a mode asked for a file of type fmt into the part the
+// host file gets and the part setidXattr keeps.
+func (s *Server) splitMode(fmt, mode uint32) (host, kept uint32) {
+	if !s.keepsSetid(fmt) {
+		return mode, 0
+	}
+	return mode &^ setidBits, mode & setidBits
+}
+
+// readSetid returns the bits setidXattr keeps for the file at path; get
+// is unix.Getxattr, or unix.Lgetxattr for a path whose last component
+// must not be followed.
+func readSetid(get func(path, attr string, dest []byte) (int, error), path string) uint32 {
+	var buf [8]byte
+	n, err := get(path, setidXattr, buf[:])
+	if err != nil {
+		return 0
+	}
+	v, err := strconv.ParseUint(string(buf[:n]), 8, 32)
+	if err != nil {
+		return 0
+	}
+	return uint32(v) & setidBits
+}
+
+// writeSetid makes setidXattr of the file at path keep bits (none:
+// removed).
+func writeSetid(path string, bits uint32) error {
+	if bits == 0 {
+		if err := unix.Removexattr(path, setidXattr); err != nil && err != unix.ENODATA {
+			return err
+		}
+		return nil
+	}
+	return unix.Setxattr(path, setidXattr, []byte(strconv.FormatUint(uint64(bits), 8)), 0)
+}
+
+// chmod sets the mode of the file of type fmt behind fd (O_PATH or
+// open), its set-id bits into setidXattr where the server keeps them.
+func (s *Server) chmod(fd int, fmt, mode uint32) error {
+	host, kept := s.splitMode(fmt, mode&07777)
+	if s.keepsSetid(fmt) {
+		if err := writeSetid(procPath(fd), kept); err != nil {
+			return err
+		}
+	}
+	return unix.Fchmodat(unix.AT_FDCWD, procPath(fd), host, 0)
+}
+
+// keepSetidAt makes setidXattr of the regular file just made as name in
+// dfd keep bits.
+func keepSetidAt(dfd int, name string, bits uint32) error {
+	if bits == 0 {
+		return nil
+	}
+	fd, err := unix.Openat(dfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return unix.EEXIST // not what was made: replaced meanwhile
+	}
+	return writeSetid(procPath(fd), bits)
+}
+
+// keptMode returns the mode of the file behind fd (O_PATH or open) as
+// the guest sees it: the host's with the kept set-id bits.
+func (s *Server) keptMode(fd int, st *unix.Stat_t) uint32 {
+	if !s.keepsSetid(st.Mode & unix.S_IFMT) {
+		return st.Mode
+	}
+	return st.Mode | readSetid(unix.Getxattr, procPath(fd))
+}
+
+// killOnChown drops the set-id bits Linux drops when a regular file
+// changes owner: set-user-id, and set-group-id where group execution
+// makes it mean something. The host's chown does so for the host's
+// bits; the server does it for the bits it keeps.
+func killOnChown(mode uint32) uint32 {
+	mode &^= unix.S_ISUID
+	if mode&unix.S_IXGRP != 0 {
+		mode &^= unix.S_ISGID
+	}
+	return mode
+}
+
+// chownedMode returns the mode a file of type fmt is left with after a
+// change of owner, as far as the bits the server keeps go: the host's
+// chown has dropped the host file's own.
+func (s *Server) chownedMode(fmt, mode uint32) uint32 {
+	if !s.keepsSetid(fmt) {
+		return mode
+	}
+	return killOnChown(mode)
+}
+
+// killSetid drops every set-id bit of the file behind fd, as a write by
+// an unprivileged guest process must (WriteKillSuidgid); the server may
+// be privileged and keep them otherwise.
+func (s *Server) killSetid(fd int) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Mode&setidBits != 0 {
+		if err := unix.Fchmod(fd, st.Mode&07777&^setidBits); err != nil {
+			return err
+		}
+	}
+	if s.keepsSetid(st.Mode&unix.S_IFMT) && readSetid(unix.Getxattr, procPath(fd)) != 0 {
+		return writeSetid(procPath(fd), 0)
+	}
+	return nil
+}
