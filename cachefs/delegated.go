@@ -222,6 +222,16 @@ func (fs *FS) dCreate(parent *node, name string, mode uint32, target string, c u
 	if !ok {
 		return nil, fuse.Status(syscall.ESTALE)
 	}
+	if err := w.roomLocked(); err != nil {
+		return nil, fs.status(err)
+	}
+	var staging string
+	if t := mode & sIFMT; t != sIFDIR && t != sIFLNK {
+		var err error
+		if staging, err = w.stageLocked(nil); err != nil {
+			return nil, fs.status(err)
+		}
+	}
 	if pa := parent.local.attr; pa.Mode&syscall.S_ISGID != 0 {
 		c.Gid = pa.Gid // a setgid directory gives its group, and to subdirectories the bit
 		if mode&sIFMT == sIFDIR {
@@ -240,8 +250,7 @@ func (fs *FS) dCreate(parent *node, name string, mode uint32, target string, c u
 	case sIFLNK:
 		l.attr.Size, op.Kind = uint64(len(target)), upstream.WBSymlink
 	default:
-		l.staging = w.newStagingLocked()
-		op.Kind = upstream.WBCreate
+		l.staging, op.Kind = staging, upstream.WBCreate
 		if opening {
 			l.opens = 1
 		}
@@ -267,14 +276,23 @@ func (fs *FS) touchLocked(dir *node, subdir bool, links int) {
 	}
 }
 
-// newStagingLocked creates an empty staging file and returns its name.
+// newStagingLocked creates an empty staging file and returns its name;
+// if it could not be created, opening it fails.
 func (w *writeback) newStagingLocked() string {
+	name, _ := w.stageLocked(nil)
+	return name
+}
+
+// stageLocked creates a staging file holding data and returns its name.
+// Where the state directory lacks space it fails, and leaves no file.
+func (w *writeback) stageLocked(data []byte) (string, error) {
 	w.nextFile++
 	name := "data/" + strconv.FormatUint(w.nextFile, 10)
-	if f, err := os.OpenFile(filepath.Join(w.dir, name), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0600); err == nil {
-		f.Close()
+	if err := os.WriteFile(filepath.Join(w.dir, name), data, 0600); err != nil {
+		os.Remove(filepath.Join(w.dir, name))
+		return name, err
 	}
-	return name
+	return name, nil
 }
 
 // localizeChild gives the node name in dir (if any) guest-side state, so
@@ -317,6 +335,9 @@ func (fs *FS) dRemove(parent *node, name string, dir bool) fuse.Status {
 		return fuse.Status(syscall.EAGAIN)
 	}
 	p, _ := fs.childPath(parent, name)
+	if err := w.roomLocked(); err != nil {
+		return fs.status(err)
+	}
 	kind := upstream.WBUnlink
 	if dir {
 		kind = upstream.WBRmdir
@@ -362,6 +383,9 @@ func (fs *FS) dRename(parent *node, name string, newParent *node, newName string
 	if old != nil && old.mode == sIFDIR && old.local != nil && len(old.local.children) > 0 {
 		return fuse.Status(syscall.ENOTEMPTY)
 	}
+	if err := w.roomLocked(); err != nil {
+		return fs.status(err)
+	}
 	from, _ := fs.childPath(parent, name)
 	to, _ := fs.childPath(newParent, newName)
 	delete(parent.local.children, name)
@@ -401,13 +425,20 @@ func (fs *FS) localize(n *node, contents bool) error {
 		}
 	}
 	w.mu.Lock()
+	if contents && n.mode == sIFREG && (n.local == nil || n.local.staging == "") {
+		staging, err := w.stageLocked(data)
+		if err != nil {
+			w.mu.Unlock()
+			return err // no partial copy: it would be written back as the file
+		}
+		if n.local == nil {
+			n.local = &local{attr: a}
+		}
+		n.local.staging = staging
+		w.staged += int64(len(data))
+	}
 	if n.local == nil {
 		n.local = &local{attr: a}
-	}
-	if contents && n.mode == sIFREG && n.local.staging == "" {
-		n.local.staging = w.newStagingLocked()
-		os.WriteFile(filepath.Join(w.dir, n.local.staging), data, 0600)
-		w.staged += int64(len(data))
 	}
 	return nil
 }
@@ -449,6 +480,9 @@ func (fs *FS) dSetattr(n *node, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Stat
 	}
 	w := fs.wb
 	defer w.mu.Unlock()
+	if err := w.roomLocked(); err != nil {
+		return fs.status(err)
+	}
 	req := setattrReq(in, 0)
 	l := &n.local.attr
 	now := nowNs()

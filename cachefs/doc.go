@@ -40,6 +40,13 @@
 // Node methods return errno: FS.status maps host Errnos as they are,
 // a lost session to ESTALE and anything else to EIO (logged).
 //
+// A full disk shows as ENOSPC where the change is made. A full host
+// fails the application's write in consistent and cached subtrees; in
+// delegated ones the write-back stalls at the change the host has no
+// space for, keeps it with the guest's data, reports it (ctl flush, ctl
+// stats) and sends it again until it fits (writeback.go). A full state
+// directory fails delegated changes before they are made (journal.go).
+//
 // # Locking
 //
 // Lock order: writeback.mu, then metaCache.mu, then nodeTable.mu, then

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,9 +25,13 @@ import (
 // files in the state directory and are read when their record is sent.
 //
 // The journal file holds the records not yet on the host; it survives a
-// crash of the daemon and is replayed when it starts again. A record
-// that the host refuses for good is reported (Failures) and dropped; a
-// lost connection is retried until the host answers.
+// crash of the daemon and is replayed when it starts again (journal.go
+// keeps it whole when the state directory fills up). A record that the
+// host refuses for good is reported (Failures) and dropped; a lost
+// connection is retried until the host answers. A record the host has no
+// space for (ENOSPC, EDQUOT) stalls the queue instead: it is reported and
+// kept, with the guest's data, and sent again after a growing pause or
+// at once when a flush or fsync waits; the records after it wait too.
 
 // record is one journaled change.
 type record struct {
@@ -49,6 +54,7 @@ type WritebackStats struct {
 	Passthrough                                uint64 // opens of staging files passed through
 	LocalWrites                                uint64 // writes to staging files through the daemon
 	Failures                                   []Failure
+	Stalled                                    *Failure `json:",omitempty"` // waits for space on the host
 }
 
 // WritebackLimits bound what waits for write-back; writers wait when a
@@ -73,8 +79,12 @@ type writeback struct {
 	nextFile uint64
 	stats    WritebackStats
 	closed   bool
-	held     bool // tests: nothing is sent while held
-	reported int  // failures returned by wait so far
+	held     bool     // tests: nothing is sent while held
+	reported int      // failures returned by wait so far
+	stalled  *Failure // the host has no space for the queue's head
+	stalls   uint64   // sends that ended stalled
+	retry    bool     // a stalled queue may be sent again
+	j        journalState
 	pt       bool          // staging files may be passed through (passthrough.go)
 	plain    map[*node]int // open handles per node that are not passthrough
 }
@@ -105,6 +115,9 @@ func newWriteback(fs *FS, dir string, lim WritebackLimits) (*writeback, error) {
 	if err := syscall.Flock(int(w.journal.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		w.journal.Close()
 		return nil, fmt.Errorf("state directory %s is in use by another daemon: %w", dir, err)
+	}
+	if fi, err := w.journal.Stat(); err == nil {
+		w.j.size = fi.Size()
 	}
 	w.queue = old
 	for _, r := range old {
@@ -153,40 +166,40 @@ func (w *writeback) addLocked(op upstream.WBOp, staging string, n *node) {
 	if n != nil && n.local != nil {
 		n.local.pending++
 	}
-	b, _ := json.Marshal(r)
-	w.journal.Write(append(b, '\n'))
+	w.appendLocked(r)
 	w.queue = append(w.queue, r)
 	w.stats.Pending = uint64(len(w.queue))
 	w.cond.Broadcast()
 }
 
-// sync makes the journal and staged data durable.
-func (w *writeback) sync() error {
-	w.mu.Lock()
-	f := w.journal
-	w.mu.Unlock()
-	return f.Sync()
-}
-
-// wait blocks until every change made before it is on the host, and
-// returns the failures no earlier wait returned.
+// wait blocks until every change made before it is on the host, or a
+// send stalled for lack of space on the host (which it retries at once
+// if stalled already), and returns the failures no earlier wait
+// returned, and the stall.
 func (w *writeback) wait() []Failure {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	target := w.seq
-	for w.done < target && !w.closed {
+	target, stalls := w.seq, w.stalls
+	if w.stalled != nil {
+		w.retry = true
+		w.cond.Broadcast()
+	}
+	for w.done < target && !w.closed && (w.stalled == nil || w.stalls == stalls) {
 		w.cond.Wait()
 	}
 	out := append([]Failure(nil), w.stats.Failures[w.reported:]...)
 	w.reported = len(w.stats.Failures)
+	if w.stalled != nil && w.done < target && !slices.Contains(out, *w.stalled) {
+		out = append(out, *w.stalled)
+	}
 	return out
 }
 
 func (w *writeback) run() {
-	backoff := 10 * time.Millisecond
+	backoff, pause := 10*time.Millisecond, time.Second
 	for {
 		w.mu.Lock()
-		for (len(w.queue) == 0 || w.held) && !w.closed {
+		for (len(w.queue) == 0 || w.held || (w.stalled != nil && !w.retry)) && !w.closed {
 			w.cond.Wait()
 		}
 		if w.closed {
@@ -194,6 +207,7 @@ func (w *writeback) run() {
 			return
 		}
 		batch := w.takeLocked()
+		w.retry = false
 		w.mu.Unlock()
 		ops, sizes := w.ops(batch)
 		resp, err := w.send(ops)
@@ -206,8 +220,21 @@ func (w *writeback) run() {
 			continue
 		}
 		backoff = 10 * time.Millisecond
-		w.finish(batch, ops, sizes, resp, err)
+		if !w.finish(batch, ops, sizes, resp, err) {
+			pause = time.Second
+			continue
+		}
+		time.AfterFunc(pause, w.retryStalled)
+		pause = min(2*pause, 30*time.Second)
 	}
+}
+
+// retryStalled lets a stalled queue be sent again.
+func (w *writeback) retryStalled() {
+	w.mu.Lock()
+	w.retry = true
+	w.mu.Unlock()
+	w.cond.Broadcast()
 }
 
 // send applies ops on the host in order, in as many requests as the
@@ -284,12 +311,18 @@ func (w *writeback) dataOps(r *record) []upstream.WBOp {
 	return ops
 }
 
-// finish records a batch's outcome and drops it from the queue.
-func (w *writeback) finish(batch []*record, ops []upstream.WBOp, sizes []int, resp *upstream.ApplyResp, err error) {
+// finish records a batch's outcome and drops from the queue the records
+// the host has or refused for good. It reports whether the host had no
+// space for one: that record and the later ones stay queued.
+func (w *writeback) finish(batch []*record, ops []upstream.WBOp, sizes []int, resp *upstream.ApplyResp, err error) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	k := 0
+	k, n := 0, 0
 	for i, r := range batch {
+		if j, errno := noSpace(resp, err, k, sizes[i]); errno != 0 {
+			w.stallLocked(&ops[j], errno)
+			break
+		}
 		if err == nil && k < len(resp.Inos) && resp.Inos[k] != 0 && r.node != nil && r.Op.Kind <= upstream.WBSymlink {
 			w.fs.nodes.setIno(r.node, resp.Inos[k])
 		}
@@ -306,16 +339,53 @@ func (w *writeback) finish(batch []*record, ops []upstream.WBOp, sizes []int, re
 			k++
 		}
 		w.doneLocked(r)
+		n++
 	}
-	w.queue = w.queue[len(batch):]
-	w.done = batch[len(batch)-1].Seq
+	stalled := n < len(batch)
+	if stalled {
+		w.stalls++
+	} else {
+		w.stalled = nil
+	}
+	w.queue = w.queue[n:]
+	if n > 0 {
+		w.done = batch[n-1].Seq
+	}
 	w.stats.Batches++
-	w.stats.Sent += uint64(len(batch))
+	w.stats.Sent += uint64(n)
 	w.stats.Pending = uint64(len(w.queue))
 	if len(w.queue) == 0 {
-		w.journal.Truncate(0)
+		w.resetJournalLocked()
 	}
 	w.cond.Broadcast()
+	return stalled
+}
+
+// noSpace returns the first of count ops from k that the host refused
+// for lack of space, with its errno, or 0.
+func noSpace(resp *upstream.ApplyResp, err error, k, count int) (int, syscall.Errno) {
+	if err != nil {
+		return 0, 0
+	}
+	for j := k; j < k+count && j < len(resp.Errnos); j++ {
+		if e := syscall.Errno(resp.Errnos[j]); e == syscall.ENOSPC || e == syscall.EDQUOT {
+			return j, e
+		}
+	}
+	return 0, 0
+}
+
+// stallLocked records that the host has no space for op, reporting it
+// once per stall.
+func (w *writeback) stallLocked(op *upstream.WBOp, errno syscall.Errno) {
+	f := Failure{Path: op.Path, Op: wbOpName(op.Kind), Errno: errno.Error()}
+	if w.stalled == nil || *w.stalled != f {
+		w.fs.opts.Logf("cachefs: write-back of %s %q waits for space on the host: %v", f.Op, f.Path, errno)
+		if len(w.stats.Failures) < 1000 {
+			w.stats.Failures = append(w.stats.Failures, f)
+		}
+	}
+	w.stalled = &f
 }
 
 func (w *writeback) failLocked(op *upstream.WBOp, errno syscall.Errno) {
@@ -377,6 +447,10 @@ func (w *writeback) snapshot() WritebackStats {
 	defer w.mu.Unlock()
 	s := w.stats
 	s.Failures = append([]Failure(nil), s.Failures...)
+	if w.stalled != nil {
+		f := *w.stalled
+		s.Stalled = &f
+	}
 	return s
 }
 

@@ -124,6 +124,9 @@ func printStats(st *cachefs.Stats) {
 		for _, f := range wb.Failures {
 			fmt.Printf("  failed: %s %s: %s\n", f.Op, f.Path, f.Errno)
 		}
+		if f := wb.Stalled; f != nil {
+			fmt.Printf("  stalled: %s %s: %s (kept; sent again when the host has space)\n", f.Op, f.Path, f.Errno)
+		}
 	}
 	e := st.Events
 	fmt.Printf("host events: %d batches, %d events, %d overflows, %d actuated (%d failed); visibility p50 %v p90 %v p99 %v max %v\n",

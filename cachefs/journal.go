@@ -1,0 +1,119 @@
+package cachefs
+
+import (
+	"encoding/json"
+	"errors"
+
+	"golang.org/x/sys/unix"
+)
+
+// The write-back journal (writeback.go) must not acknowledge a change it
+// cannot record. Space for records is allocated ahead of the journal's
+// end (fallocate with FALLOC_FL_KEEP_SIZE), and a change first makes sure
+// of room for its record (roomLocked): where the state directory's
+// filesystem cannot give it, the change fails with ENOSPC before it
+// changes anything. An append that fails even so (a filesystem that
+// cannot allocate ahead, or a run of closes, which queue contents without
+// asking) is cut off, so that no torn line swallows the next record, and
+// that record and the later ones wait in memory until the journal takes
+// them; meanwhile fsync fails with the journal's error.
+
+const (
+	journalAhead = 64 << 10 // bytes allocated past the journal's end
+	journalLow   = 16 << 10 // room a change needs: a record is under 14 KiB (two paths and a target)
+)
+
+// journalState is the journal file's bookkeeping; writeback.mu protects
+// it.
+type journalState struct {
+	size, alloc int64     // bytes written; bytes allocated
+	noAlloc     bool      // the filesystem cannot allocate ahead
+	err         error     // an append failed: records wait in unjournaled
+	unjournaled []*record // in order; those the host has are skipped
+}
+
+// roomLocked makes sure the journal can take the record of one change.
+// Needs w.mu.
+func (w *writeback) roomLocked() error {
+	if w.closed {
+		return nil
+	}
+	if w.j.err != nil && !w.rejournalLocked() {
+		return w.j.err
+	}
+	if w.j.noAlloc || w.j.alloc-w.j.size >= journalLow {
+		return nil
+	}
+	err := unix.Fallocate(int(w.journal.Fd()), unix.FALLOC_FL_KEEP_SIZE, w.j.size, journalAhead)
+	switch {
+	case err == nil:
+		w.j.alloc = w.j.size + journalAhead
+	case errors.Is(err, unix.EOPNOTSUPP):
+		w.j.noAlloc = true
+	default:
+		return err
+	}
+	return nil
+}
+
+// appendLocked journals r, or keeps it in memory while the journal
+// cannot take it. Needs w.mu.
+func (w *writeback) appendLocked(r *record) {
+	if w.j.err == nil {
+		if w.j.err = w.writeRecordLocked(r); w.j.err == nil {
+			return
+		}
+		w.fs.opts.Logf("cachefs: write-back journal: %v; later changes are kept in memory until it can be written", w.j.err)
+	}
+	w.j.unjournaled = append(w.j.unjournaled, r)
+}
+
+// writeRecordLocked appends one record line, or nothing. Needs w.mu.
+func (w *writeback) writeRecordLocked(r *record) error {
+	b, _ := json.Marshal(r)
+	n, err := w.journal.Write(append(b, '\n'))
+	if err != nil {
+		w.journal.Truncate(w.j.size) // no torn line
+		return err
+	}
+	w.j.size += int64(n)
+	return nil
+}
+
+// rejournalLocked writes the records kept in memory that the host does
+// not have yet, and reports whether the journal is whole again. Needs
+// w.mu.
+func (w *writeback) rejournalLocked() bool {
+	for len(w.j.unjournaled) > 0 {
+		if r := w.j.unjournaled[0]; r.Seq > w.done {
+			if err := w.writeRecordLocked(r); err != nil {
+				w.j.err = err
+				return false
+			}
+		}
+		w.j.unjournaled = w.j.unjournaled[1:]
+	}
+	w.j.err = nil
+	return true
+}
+
+// resetJournalLocked empties the journal once the host has every change,
+// and allocates ahead again while there is space. Needs w.mu.
+func (w *writeback) resetJournalLocked() {
+	w.journal.Truncate(0)
+	w.j = journalState{noAlloc: w.j.noAlloc}
+	w.roomLocked()
+}
+
+// sync makes the journal durable; it fails while records wait in memory.
+func (w *writeback) sync() error {
+	w.mu.Lock()
+	if w.j.err != nil && !w.closed && !w.rejournalLocked() {
+		err := w.j.err
+		w.mu.Unlock()
+		return err
+	}
+	f := w.journal
+	w.mu.Unlock()
+	return f.Sync()
+}
