@@ -107,3 +107,39 @@ func checkResumed(t *testing.T, env *harness.Env, logs *logRecorder, epoch, read
 		t.Errorf("no reads went to the host after the drops (%d before and after)", after)
 	}
 }
+
+// TestLinkDroppedMidWorkload cuts the link three times while the restart
+// workload writes and reads back files through a mount of each mode: the
+// host session is resumed, a file whose request was cut may fail once
+// (non-idempotent requests are not resent) but none is corrupt, and every
+// file is whole on the host, in delegated mode once written back.
+func TestLinkDroppedMidWorkload(t *testing.T) {
+	for _, m := range []consistency.Mode{consistency.Consistent, consistency.Cached, consistency.Delegated} {
+		t.Run(m.String(), func(t *testing.T) {
+			logs := &logRecorder{t: t}
+			env := harness.Start(t, harness.Options{Policy: consistency.NewPolicy(m), Logf: logs.logf})
+			epoch := env.Client.Epoch()
+			half, done := make(chan struct{}), make(chan workResult, 1)
+			go func() { done <- runWorkload(env.Mountpoint, half) }()
+			<-half
+			var drops sync.WaitGroup
+			drops.Add(1)
+			dropLink(env.Client, &drops)
+			var res workResult
+			select {
+			case res = <-done:
+			case <-time.After(3 * time.Minute):
+				t.Fatalf("workload not done 3 minutes after the link drops")
+			}
+			t.Logf("%d files retried: %v", len(res.retried), res.retried)
+			for _, err := range res.failures {
+				t.Errorf("workload: %v", err)
+			}
+			if failed := env.FS.WriteBack(); len(failed) > 0 {
+				t.Errorf("write-back failures: %+v", failed)
+			}
+			checkHostFiles(t, env.Export)
+			checkResumed(t, env, logs, epoch, 0)
+		})
+	}
+}

@@ -81,10 +81,11 @@ func runWorkload(dir string, half chan<- struct{}) workResult {
 // TestServerRestartMidWorkload kills the host server with SIGKILL while
 // a workload writes through the mount and restarts it on the same
 // socket: the guest reconnects to a new host session, the workload
-// completes with every file right on the host, and a file kept open
-// across the restart still reads right.
+// completes with every file right on the host (in delegated mode once
+// `ctl flush` has written it back), and a file kept open across the
+// restart still reads right.
 func TestServerRestartMidWorkload(t *testing.T) {
-	for _, mode := range []string{"consistent", "cached"} {
+	for _, mode := range []string{"consistent", "cached", "delegated"} {
 		t.Run(mode, func(t *testing.T) { testServerRestart(t, mode) })
 	}
 }
@@ -97,7 +98,8 @@ func testServerRestart(t *testing.T, mode string) {
 		t.Fatalf("WriteFile: %v", err)
 	}
 	srv := startServe(t, p.export, p.sock, false)
-	guest := startMount(t, p.sock, p.mnt, p.ctl, mode)
+	guest := startGuest(t, "mount", p.mnt, p.ctl, "mount", "--upstream", "unix://"+p.sock,
+		"--default-mode", mode, "--state-dir", t.TempDir())
 	f := openAndRead(t, filepath.Join(p.mnt, "keep"), keep[:keepSize/8])
 
 	half, done := make(chan struct{}), make(chan workResult, 1)
@@ -114,6 +116,9 @@ func testServerRestart(t *testing.T, mode string) {
 	t.Logf("%s: workload took %v; %d files retried: %v", mode, time.Since(start), len(res.retried), res.retried)
 	for _, err := range res.failures {
 		t.Errorf("workload: %v", err)
+	}
+	if mode == "delegated" {
+		ctlOK(t, p.ctl, "flush")
 	}
 	if !strings.Contains(guest.out.String(), "reconnected to host") {
 		t.Errorf("the mount never logged reconnecting:\n%s", guest.out.String())
