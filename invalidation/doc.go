@@ -5,14 +5,49 @@
 //
 // # Host watching
 //
-// Watcher puts an inotify watch on every directory of each watched
-// subtree (directories created later are added as they appear), so only
-// registered subtrees cost watches. Raw events name a directory by
-// (dev, ino) and an entry by name; the server maps those to the node ids
-// of a session, dropping events about directories the guest never saw:
-// it caches nothing there. A queue overflow, or a watch that could not
-// be added, becomes an Overflow change for the affected root: the guest
-// then drops everything it caches under it, rather than miss an event.
+// A Hub hands out TreeWatchers, one per consumer (a server session), all
+// of one Kind, chosen once: fanotify where the process may mark a whole
+// filesystem (CAP_SYS_ADMIN, and a filesystem with file handles and an
+// fsid), else inotify; ServerOptions.Watcher, `cachefsd serve --watcher`
+// or $CACHEFS_WATCHER force one. Both emit the same Changes: a
+// directory named by (dev, ino), an entry by name, the watched root it
+// is under. The server maps those to the node ids of a session,
+// dropping events about directories the guest never saw: it caches
+// nothing there.
+//
+// Watcher (inotify.go) puts an inotify watch on every directory of each
+// watched subtree (directories created later are added as they appear),
+// so only registered subtrees cost watches, but each one does, against
+// fs.inotify.max_user_watches; each watcher has an inotify fd of its own.
+//
+// The fanotify group (fanotify*.go) is one fd for the whole Hub, with no
+// per-directory cost: FAN_REPORT_DFID_NAME and a FAN_MARK_FILESYSTEM
+// mark on each filesystem holding a watched tree (removed with the last
+// tree there). Every event of that filesystem arrives naming its
+// directory by file handle; the reader resolves the handle with
+// open_by_handle_at and /proc/self/fd to a path, kept in a bounded LRU
+// by handle, and hands the event to each watcher with a root at or above
+// that path (the deepest), counting the rest as filtered. A directory
+// rename drops the cached paths under its old name and re-reads the
+// paths of the roots beneath it. FAN_RENAME gives both ends of a rename
+// in one event, paired by a cookie of the group's; an event on a
+// directory itself (its attributes) is reported in its parent, as
+// inotify's parent watch does; the kernel merges queued events of one
+// name into one mask, which is reported as ops in their likely order
+// (create, modify, attrib, delete; delete first if the name exists
+// again). FAN_CLOSE_WRITE counts as Modify (writes through mmap) unless
+// this process closed the file: the server's own closes change nothing.
+// A tree on a filesystem the group cannot mark falls back to an inotify
+// Watcher of that consumer. Paths are resolved when the event is read,
+// not when it happened, so an event may be attributed by where its
+// directory is now.
+//
+// Nothing is dropped silently: a queue overflow (fanotify's holds 16384
+// events, inotify's fs.inotify.max_queued_events), a fanotify group
+// reopened after a read error, a malformed event, or a directory inotify
+// could not watch becomes an Overflow change for each affected root,
+// counted in Stats.Overflows; the guest then drops everything it caches
+// under it.
 //
 // # Batching
 //
@@ -33,4 +68,13 @@
 // IN_DELETE, rename for IN_MOVED_*); the filesystem recognises the
 // actuator's thread id in the request header and answers those requests
 // itself, so nothing reaches or alters the host.
+//
+// # Locking
+//
+// Each type has one mutex and takes no other lock under it. Watchers
+// and the batcher call emit and send without their lock held. The
+// fanotify group's mu covers its marks, roots and watchers (fanWatcher
+// fields included) and is held across fanotify_mark and the readlink of
+// a root's /proc link, which do not block; its path cache, cookie and
+// restart time belong to the reader goroutine alone.
 package invalidation

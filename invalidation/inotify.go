@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,14 +24,14 @@ type Watcher struct {
 	emit func(Change) // immutable: called from the reader goroutine
 	f    *os.File     // immutable: the inotify fd, closed by Close
 	fd   int          // immutable: f's fd (f.Fd would make reads blocking)
+	c    *counters    // immutable; shared by a Hub's watchers
 
 	mu    sync.Mutex // protects the following
 	roots map[dirID]*root
 	wds   map[int32]*watch
-
-	Overflows atomic.Uint64 // queue overflows and watches that could not be added
-	Events    atomic.Uint64 // raw events read
 }
+
+var _ TreeWatcher = (*Watcher)(nil)
 
 type dirID struct{ dev, ino uint64 }
 
@@ -50,11 +49,15 @@ type watch struct {
 
 // NewWatcher starts a watcher that calls emit for each change.
 func NewWatcher(emit func(Change)) (*Watcher, error) {
+	return newWatcher(emit, &counters{})
+}
+
+func newWatcher(emit func(Change), c *counters) (*Watcher, error) {
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
 		return nil, err
 	}
-	w := &Watcher{emit: emit, f: os.NewFile(uintptr(fd), "inotify"), fd: fd,
+	w := &Watcher{emit: emit, f: os.NewFile(uintptr(fd), "inotify"), fd: fd, c: c,
 		roots: map[dirID]*root{}, wds: map[int32]*watch{}}
 	go w.read()
 	return w, nil
@@ -68,6 +71,7 @@ func (w *Watcher) Close() error {
 	for _, r := range w.roots {
 		unix.Close(r.fd)
 	}
+	w.c.trees.Add(-int64(len(w.roots)))
 	w.roots = map[dirID]*root{}
 	return err
 }
@@ -93,6 +97,7 @@ func (w *Watcher) AddTree(dirfd int) error {
 	}
 	r := &root{id: id, fd: fd, refs: 1}
 	w.roots[id] = r
+	w.c.trees.Add(1)
 	w.mu.Unlock()
 	return w.addDir(r, "")
 }
@@ -116,6 +121,7 @@ func (w *Watcher) RemoveTree(dev, ino uint64) {
 		}
 	}
 	delete(w.roots, r.id)
+	w.c.trees.Add(-1)
 	unix.Close(r.fd)
 }
 
@@ -176,7 +182,7 @@ func subdirs(p string) []string {
 }
 
 func (w *Watcher) overflow(r *root) {
-	w.Overflows.Add(1)
+	w.c.overflows.Add(1)
 	w.emit(Change{Op: Overflow, DirDev: r.id.dev, DirIno: r.id.ino, RootDev: r.id.dev, RootIno: r.id.ino})
 }
 
@@ -203,7 +209,7 @@ func (w *Watcher) parse(b []byte) {
 		}
 		name := strings.TrimRight(string(b[unix.SizeofInotifyEvent:unix.SizeofInotifyEvent+nlen]), "\x00")
 		b = b[unix.SizeofInotifyEvent+nlen:]
-		w.Events.Add(1)
+		w.c.events.Add(1)
 		w.event(wd, mask, cookie, name)
 	}
 }

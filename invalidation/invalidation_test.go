@@ -1,8 +1,6 @@
 package invalidation
 
 import (
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -25,17 +23,39 @@ func (r *recorder) add(c Change) {
 func (r *recorder) wait(t *testing.T, op Op, name string) Change {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
-		r.mu.Lock()
-		for _, c := range r.cs {
-			if c.Op == op && c.Name == name {
-				r.mu.Unlock()
-				return c
-			}
+		if c, ok := r.find(op, name); ok {
+			return c
 		}
-		r.mu.Unlock()
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	t.Fatalf("no change %d %q; got %+v", op, name, r.cs)
 	return Change{}
+}
+
+// find returns the first recorded change with op and name.
+func (r *recorder) find(op Op, name string) (Change, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.cs {
+		if c.Op == op && c.Name == name {
+			return c, true
+		}
+	}
+	return Change{}, false
+}
+
+// named returns the recorded changes of name.
+func (r *recorder) named(name string) []Change {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Change
+	for _, c := range r.cs {
+		if c.Name == name {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func dirFD(t *testing.T, p string) int {
@@ -45,65 +65,6 @@ func dirFD(t *testing.T, p string) int {
 	}
 	t.Cleanup(func() { unix.Close(fd) })
 	return fd
-}
-
-func TestWatcherRecursive(t *testing.T) {
-	root := t.TempDir()
-	os.MkdirAll(filepath.Join(root, "a", "b"), 0755)
-	var r recorder
-	w, err := NewWatcher(r.add)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	if err := w.AddTree(dirFD(t, root)); err != nil {
-		t.Fatal(err)
-	}
-	if got := w.Watches(); got != 3 {
-		t.Errorf("watches = %d, want 3 (root, a, a/b)", got)
-	}
-	os.WriteFile(filepath.Join(root, "a", "b", "deep"), nil, 0644)
-	c := r.wait(t, Create, "deep")
-	var st unix.Stat_t
-	unix.Stat(filepath.Join(root, "a", "b"), &st)
-	if c.DirIno != st.Ino {
-		t.Errorf("create reported in dir ino %d, want a/b's %d", c.DirIno, st.Ino)
-	}
-	os.Mkdir(filepath.Join(root, "new"), 0755)
-	r.wait(t, Create, "new")
-	os.WriteFile(filepath.Join(root, "new", "inside"), nil, 0644)
-	r.wait(t, Create, "inside") // directories created later are watched too
-	os.Rename(filepath.Join(root, "new", "inside"), filepath.Join(root, "moved"))
-	from, to := r.wait(t, MoveFrom, "inside"), r.wait(t, MoveTo, "moved")
-	if from.Cookie == 0 || from.Cookie != to.Cookie {
-		t.Errorf("move cookies %d and %d, want equal and nonzero", from.Cookie, to.Cookie)
-	}
-	os.Chmod(filepath.Join(root, "moved"), 0600)
-	r.wait(t, Attrib, "moved")
-	os.WriteFile(filepath.Join(root, "moved"), []byte("x"), 0600)
-	r.wait(t, Modify, "moved")
-	os.Remove(filepath.Join(root, "moved"))
-	r.wait(t, Delete, "moved")
-}
-
-func TestWatcherRemoveTree(t *testing.T) {
-	root := t.TempDir()
-	os.Mkdir(filepath.Join(root, "a"), 0755)
-	w, _ := NewWatcher(func(Change) {})
-	defer w.Close()
-	fd := dirFD(t, root)
-	w.AddTree(fd)
-	w.AddTree(fd)
-	var st unix.Stat_t
-	unix.Fstat(fd, &st)
-	w.RemoveTree(st.Dev, st.Ino)
-	if w.Watches() != 2 {
-		t.Errorf("after one of two RemoveTree: %d watches, want 2", w.Watches())
-	}
-	w.RemoveTree(st.Dev, st.Ino)
-	if w.Watches() != 0 {
-		t.Errorf("after the last RemoveTree: %d watches, want 0", w.Watches())
-	}
 }
 
 func TestBatcherCoalesces(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cachefs/cachefs/invalidation"
 	"golang.org/x/sys/unix"
 )
 
@@ -35,6 +36,10 @@ type ServerOptions struct {
 	OwnerXattrs *bool
 	// NoFileHandles disables name_to_handle_at inode identity.
 	NoFileHandles bool
+	// Watcher is how watched subtrees are watched for events (OpWatch).
+	// Zero: invalidation.Auto, fanotify where the process and the
+	// export's filesystem allow it, else inotify.
+	Watcher invalidation.Kind
 	// AllowSetID applies the set-user-id and set-group-id bits a guest
 	// gives a regular file to the host file. False: they are kept in the
 	// file's user.cachefs.setid xattr instead and reported in its
@@ -58,6 +63,7 @@ type Server struct {
 	fds        *fdCache
 	useHandles atomic.Bool
 	requests   atomic.Uint64
+	watchers   *invalidation.Hub // immutable: hands sessions their watchers
 
 	mu       sync.Mutex // protects sessions and conns
 	sessions map[uint64]*session
@@ -97,6 +103,10 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	}
 	s.fds = newFDCache(maxFDs(opts.MaxFDs))
 	s.useHandles.Store(!opts.NoFileHandles && s.probeHandles())
+	if s.watchers, err = invalidation.NewHub(invalidation.HubOptions{Kind: opts.Watcher, MountFD: fd}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("watcher: %w", err)
+	}
 	syscall.Umask(0)
 	return s, nil
 }
@@ -187,6 +197,7 @@ func (s *Server) Close() error {
 	for _, ss := range sessions {
 		ss.close()
 	}
+	s.watchers.Close()
 	s.rootRef.release()
 	return nil
 }
@@ -199,11 +210,12 @@ type ServerStats struct {
 	CachedFDs int
 	OpenedFDs uint64
 	Evictions uint64
+	Watch     invalidation.Stats // the host watcher chosen and its counters
 }
 
 func (s *Server) Stats() ServerStats {
 	st := ServerStats{Requests: s.requests.Load(), CachedFDs: s.fds.len(),
-		OpenedFDs: s.fds.opened.Load(), Evictions: s.fds.evicted.Load()}
+		OpenedFDs: s.fds.opened.Load(), Evictions: s.fds.evicted.Load(), Watch: s.watchers.Stats()}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st.Sessions = len(s.sessions)

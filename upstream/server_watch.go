@@ -9,17 +9,20 @@ import (
 )
 
 // Host events. A session watches the subtrees its guest asked for
-// (OpWatch); changes are batched, mapped to the session's node ids and
-// pushed as KindEvent frames. At most maxUnacked batches go unacknowledged;
+// (OpWatch) through a watcher of the server's invalidation.Hub: with
+// fanotify all sessions share one group and each filters it by its own
+// subtrees, with inotify each session has an inotify fd of its own.
+// Changes are batched, mapped to the session's node ids and pushed as
+// KindEvent frames. At most maxUnacked batches go unacknowledged;
 // behind that, the batcher collapses changes into subtree overflows, so
 // a slow guest costs precision, never memory or replies.
 
 const maxUnacked = 16
 
 type sessionEvents struct {
-	ss *session              // immutable
-	w  *invalidation.Watcher // immutable
-	b  *invalidation.Batcher // immutable
+	ss *session                 // immutable
+	w  invalidation.TreeWatcher // immutable
+	b  *invalidation.Batcher    // immutable
 
 	mu     sync.Mutex // protects the following
 	cond   *sync.Cond
@@ -39,7 +42,7 @@ func (ss *session) events() (*sessionEvents, error) {
 	ev := &sessionEvents{ss: ss, self: map[selfKey]time.Time{}}
 	ev.cond = sync.NewCond(&ev.mu)
 	ev.b = invalidation.NewBatcher(invalidation.BatcherOptions{Send: ev.send})
-	w, err := invalidation.NewWatcher(ev.b.Add)
+	w, err := ss.srv.watchers.NewWatcher(ev.b.Add)
 	if err != nil {
 		ev.b.Close()
 		return nil, err

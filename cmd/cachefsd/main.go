@@ -7,6 +7,7 @@ import (
 
 const usage = `usage:
   cachefsd serve --export DIR --listen ADDR [--read-only] [--max-fds N]
+                 [--watcher auto|inotify|fanotify]
   cachefsd mount --upstream ADDR [--link-delay D] [--default-mode MODE] [--ctl PATH]
                  [--cache-ttl D] [--state-dir DIR] MOUNTPOINT
   cachefsd local --export DIR [same flags as mount] MOUNTPOINT

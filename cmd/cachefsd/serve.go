@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/cachefs/cachefs/invalidation"
 	"github.com/cachefs/cachefs/upstream"
 )
 
@@ -14,11 +15,17 @@ func serve(args []string) error {
 	listen := fl.String("listen", "", "address to listen on (required)")
 	ro := fl.Bool("read-only", false, "refuse every change")
 	maxFDs := fl.Int("max-fds", 0, "bound on cached fds (0: half the open-file limit)")
+	watcher := fl.String("watcher", "auto", "how watched subtrees are watched: auto, inotify or fanotify")
 	fl.Parse(args)
 	if *export == "" || *listen == "" {
 		return fmt.Errorf("serve needs --export and --listen")
 	}
-	srv, err := upstream.NewServer(upstream.ServerOptions{Export: *export, ReadOnly: *ro, MaxFDs: *maxFDs})
+	kind, err := invalidation.ParseKind(*watcher)
+	if err != nil {
+		return err
+	}
+	srv, err := upstream.NewServer(upstream.ServerOptions{Export: *export, ReadOnly: *ro, MaxFDs: *maxFDs,
+		Watcher: kind})
 	if err != nil {
 		return err
 	}
@@ -27,6 +34,11 @@ func serve(args []string) error {
 		return err
 	}
 	log.Printf("cachefsd: exporting %s on %s", *export, *listen)
+	if w := srv.Stats().Watch; w.Fallback != "" {
+		log.Printf("cachefsd: watching with %v (fanotify unavailable: %s)", w.Kind, w.Fallback)
+	} else {
+		log.Printf("cachefsd: watching with %v", w.Kind)
+	}
 	go stopOnSignal(func() { l.Close(); srv.Close() })
 	return srv.Serve(l)
 }
