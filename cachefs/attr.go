@@ -49,7 +49,7 @@ func (fs *FS) fillEntry(out *fuse.EntryOut, n *node, a *upstream.Attr) {
 	out.NodeId = n.id
 	out.Generation = 0
 	setAttr(&out.Attr, a)
-	out.Attr.Ino = inoOf(n, a)
+	out.Attr.Ino = fs.nodes.shownIno(n, a)
 	entry, attr := fs.timeouts(n, a.Mode)
 	out.EntryValid, out.EntryValidNsec = setTimeout(entry)
 	out.AttrValid, out.AttrValidNsec = setTimeout(attr)
@@ -58,7 +58,7 @@ func (fs *FS) fillEntry(out *fuse.EntryOut, n *node, a *upstream.Attr) {
 // fillAttr fills a kernel attribute reply for node n.
 func (fs *FS) fillAttr(out *fuse.AttrOut, n *node, a *upstream.Attr) {
 	setAttr(&out.Attr, a)
-	out.Attr.Ino = inoOf(n, a)
+	out.Attr.Ino = fs.nodes.shownIno(n, a)
 	_, attr := fs.timeouts(n, a.Mode)
 	out.AttrValid, out.AttrValidNsec = setTimeout(attr)
 }
@@ -75,13 +75,3 @@ func (fs *FS) status2err(st fuse.Status) error {
 	return syscall.Errno(st)
 }
 
-// inoOf is the inode number the guest shows for n: the host's, except
-// for files the guest made, which keep the number they were made with
-// (the host's is unknown until write-back, and must not change under
-// the applications that saw the first).
-func inoOf(n *node, a *upstream.Attr) uint64 {
-	if n != nil && n.guestMade {
-		return localIno(n)
-	}
-	return a.Ino
-}

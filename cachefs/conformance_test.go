@@ -17,13 +17,7 @@ import (
 // not yet fixed, by name (every mode) or mode/name, with the reason.
 // They still run on the plain directory, and on the mount too with
 // CACHEFS_CONFORMANCE_NOSKIP=1.
-var knownBugs = map[string]string{
-	// Flaky: after an exchange (which a delegated directory writes back
-	// first, then sends to the host) the kernel sometimes looks the file
-	// up again and gets a new node, showing the host's inode number
-	// instead of the one the guest made it with.
-	"delegated/RenameExchange": "inode number of a guest-made file can change across RENAME_EXCHANGE",
-}
+var knownBugs = map[string]string{}
 
 // hangLimit is how long one test may take on the mount before the
 // watchdog aborts the FUSE connection.

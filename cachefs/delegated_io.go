@@ -97,6 +97,32 @@ func (fs *FS) lRead(h *handle, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fu
 	return fuse.ReadResultData(buf[:n]), fuse.OK
 }
 
+// stagedRead serves a read through a host handle of a file whose contents
+// the guest has since taken (a writer opened it meanwhile): the staging
+// copy is the file now, and the host may not have it yet. ok is false
+// for files the guest has no copy of.
+func (fs *FS) stagedRead(in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status, bool) {
+	h := fs.handles.get(in.Fh)
+	if fs.wb == nil || h == nil {
+		return nil, fuse.OK, false
+	}
+	w := fs.wb
+	w.mu.Lock()
+	l := h.node.local
+	if l == nil || l.staging == "" {
+		w.mu.Unlock()
+		return nil, fuse.OK, false
+	}
+	f, err := os.Open(filepath.Join(w.dir, l.staging))
+	w.mu.Unlock()
+	if err != nil {
+		return nil, fs.status(err), true
+	}
+	defer f.Close()
+	r, st := fs.lRead(&handle{lf: f}, in, buf)
+	return r, st, true
+}
+
 func (fs *FS) lWrite(h *handle, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
 	n, err := h.lf.WriteAt(data, int64(in.Offset))
 	if err != nil {

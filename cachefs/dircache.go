@@ -50,7 +50,7 @@ func (fs *FS) readSnap(h *handle, s *dirSnap, off uint64, out *fuse.DirEntryList
 	for i := off; i < uint64(len(s.names)); i++ {
 		name := s.names[i]
 		de := s.ents[name]
-		e := fuse.DirEntry{Name: name, Off: i + 1, Mode: de.attr.Mode, Ino: inoOf(de.node, &de.attr)}
+		e := fuse.DirEntry{Name: name, Off: i + 1, Mode: de.attr.Mode, Ino: fs.nodes.shownIno(de.node, &de.attr)}
 		if !plus {
 			if !out.AddDirEntry(e) {
 				return

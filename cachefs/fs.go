@@ -86,6 +86,7 @@ func New(opts Options) (*FS, error) {
 	}
 	fs.ttl = opts.CacheTTL
 	fs.forgets = newForgetQueue(fs)
+	fs.nodes.dropRefs = fs.forgets.add
 	fs.cache = newMetaCache(fs.ttl, opts.CacheLimits, fs.unpin)
 	fs.actPending.m = map[kernelName]actPend{}
 	fs.watches.byReg = map[uint64]*node{}

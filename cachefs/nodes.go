@@ -56,6 +56,12 @@ type nodeTable struct {
 	byName map[nameKey]*node
 	next   uint64
 	moves  uint64 // renames seen; paths of nodes may have changed
+
+	aliases inoAliases // immutable pointer; locks itself
+
+	// dropRefs takes host references no node holds any more, for
+	// forgetting upstream; called under mu, so it must not call back.
+	dropRefs func(up, epoch, refs uint64) // immutable once set
 }
 
 func (t *nodeTable) renames() uint64 {
@@ -67,7 +73,8 @@ func (t *nodeTable) renames() uint64 {
 const rootID = 1 // FUSE_ROOT_ID
 
 func newNodeTable(rootUp, epoch uint64) *nodeTable {
-	t := &nodeTable{byID: map[uint64]*node{}, byUp: map[upKey]*node{}, byName: map[nameKey]*node{}, next: rootID + 1}
+	t := &nodeTable{byID: map[uint64]*node{}, byUp: map[upKey]*node{}, byName: map[nameKey]*node{}, next: rootID + 1,
+		aliases: newInoAliases()}
 	root := &node{id: rootID, up: rootUp, epoch: epoch, mode: sIFDIR, lookups: 1 << 62}
 	t.byID[rootID] = root
 	t.byUp[upKey{epoch, rootUp}] = root
@@ -112,8 +119,9 @@ func (t *nodeTable) addRefs(parent *node, name string, up, epoch uint64, a *upst
 	k := upKey{epoch, up}
 	n := t.byUp[k]
 	if n == nil {
-		n = t.freshByNameLocked(parent, name, a.Mode)
+		n = t.freshByNameLocked(parent, name, a)
 		if n != nil { // made in the guest, now found on the host: the same node
+			t.unbindLocked(n)
 			n.up, n.epoch, n.upRefs = up, epoch, 0
 			t.byUp[k] = n
 		}
@@ -224,6 +232,7 @@ func (t *nodeTable) moved(parent *node, name string, newParent *node, newName st
 	t.moves++
 	if old := t.byName[nameKey{newParent, newName}]; old != nil {
 		t.setWhereLocked(old, nil, "")
+		t.aliases.remove(old.ino)
 	}
 	if n := t.byName[nameKey{parent, name}]; n != nil {
 		t.setWhereLocked(n, newParent, newName)
@@ -255,6 +264,7 @@ func (t *nodeTable) removed(parent *node, name string) {
 	defer t.mu.Unlock()
 	if n := t.byName[nameKey{parent, name}]; n != nil {
 		t.setWhereLocked(n, nil, "")
+		t.aliases.remove(n.ino)
 	}
 }
 
@@ -338,6 +348,9 @@ func (t *nodeTable) setIno(n *node, ino uint64) {
 	t.mu.Lock()
 	n.ino = ino
 	t.mu.Unlock()
+	if n.guestMade {
+		t.aliases.add(ino, localIno(n))
+	}
 }
 
 // setLocked records that locks were taken on n.
@@ -353,14 +366,34 @@ func (t *nodeTable) hasLocks(n *node) bool {
 	return n.locks
 }
 
-// freshByNameLocked returns the node made in the guest and not yet bound
-// to a host id that is known as name in parent, if its type is mode's.
-func (t *nodeTable) freshByNameLocked(parent *node, name string, mode uint32) *node {
+// freshByNameLocked returns the node made in the guest that is known as
+// name in parent, if it is a's type and either not yet bound to a host id
+// or is a's inode under another host id (the host's node for a name can
+// change, with a rename, while the guest's node stays).
+func (t *nodeTable) freshByNameLocked(parent *node, name string, a *upstream.Attr) *node {
 	n := t.byName[nameKey{parent, name}]
-	if n == nil || !n.guestMade || n.up != 0 || n.mode != mode&sIFMT {
+	if n == nil || !n.guestMade || n.mode != a.Mode&sIFMT {
+		return nil
+	}
+	if n.up != 0 && (n.ino == 0 || n.ino != a.Ino) {
 		return nil
 	}
 	return n
+}
+
+// unbindLocked drops n's host id, handing its references to be forgotten.
+// Needs mu.
+func (t *nodeTable) unbindLocked(n *node) {
+	if n.up == 0 {
+		return
+	}
+	if t.byUp[upKey{n.epoch, n.up}] == n {
+		delete(t.byUp, upKey{n.epoch, n.up})
+	}
+	if t.dropRefs != nil {
+		t.dropRefs(n.up, n.epoch, n.upRefs)
+	}
+	n.up, n.epoch, n.upRefs = 0, 0, 0
 }
 
 // inKernel reports whether the kernel holds n (has looked it up).

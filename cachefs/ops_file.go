@@ -82,6 +82,9 @@ func (fs *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Re
 	if h := fs.localHandle(in.Fh); h != nil {
 		return fs.lRead(h, in, buf)
 	}
+	if r, st, ok := fs.stagedRead(in, buf); ok {
+		return r, st
+	}
 	var data []byte
 	st := fs.withHandle(in.Fh, func(_ *handle, up uint64) error {
 		var resp upstream.DataResp

@@ -83,6 +83,7 @@ func TestPassthroughYieldsToOpenHostFile(t *testing.T) {
 	}
 	buf := make([]byte, 4)
 	r.Read(buf)
+	env.FS.HoldWriteback(true)
 	w, err := os.OpenFile(p, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatalf("open for writing while a host handle is open: %v", err)
@@ -91,6 +92,13 @@ func TestPassthroughYieldsToOpenHostFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Close()
+	// The reader's page cache dropped, its reads come from the guest's
+	// copy, not from the host, which has not had the write yet.
+	unix.Fadvise(int(r.Fd()), 0, 0, unix.FADV_DONTNEED)
+	if n, _ := r.ReadAt(buf, 0); string(buf[:n]) != "HOST" {
+		t.Errorf("the reader opened before the write reads %q, want \"HOST\"", buf[:n])
+	}
+	env.FS.HoldWriteback(false)
 	r.Close()
 	wb := env.FS.Stats().Writeback
 	if wb.Passthrough != 0 || wb.LocalWrites == 0 {
