@@ -20,6 +20,10 @@ type ClientOptions struct {
 	Addr string
 	// Dial overrides how connections are made.
 	Dial func(ctx context.Context) (net.Conn, error)
+	// Secret is the secret shared with the host (auth.go), proven at
+	// every handshake, reconnects included; the host must prove it too.
+	// Nil: the host must not ask for one.
+	Secret []byte
 	// LinkDelay adds this one-way delay to every message (DelayConn).
 	LinkDelay time.Duration
 	// Timeout bounds the wait for one reply on a live connection, except
@@ -127,16 +131,54 @@ func (c *Client) connect(ctx context.Context) error {
 		return err
 	}
 	cc := newClientConn(c, conn)
-	c.mu.Lock()
-	req := HelloReq{Magic: Magic, Version: Version, Features: AllFeatures, Session: c.session}
-	c.mu.Unlock()
-	var resp HelloResp
-	if err := cc.roundTrip(ctx, OpHello, c.nextID.Add(1), &req, &resp); err != nil {
-		conn.Close()
+	resp, err := c.handshake(ctx, cc)
+	if err != nil {
+		var ae *authError
+		if errors.As(err, &ae) { // tell the host why, for its log
+			cc.send(Header{Kind: KindError}, &ErrorMsg{Text: "guest: " + err.Error()})
+		}
+		cc.close(err)
 		return fmt.Errorf("handshake with %s: %w", c.opts.Addr, err)
 	}
-	c.install(cc, &resp)
+	c.install(cc, resp)
 	return nil
+}
+
+// handshake says hello, answers the host's challenge and checks the
+// host's proof of the secret (auth.go).
+func (c *Client) handshake(ctx context.Context, cc *clientConn) (*HelloResp, error) {
+	c.mu.Lock()
+	hello := HelloReq{Magic: Magic, Version: Version, Features: AllFeatures, Session: c.session}
+	c.mu.Unlock()
+	var ch ChallengeResp
+	if err := cc.handshakeCall(ctx, OpHello, c.nextID.Add(1), &hello, &ch); err != nil {
+		return nil, err
+	}
+	secret := c.opts.Secret
+	switch {
+	case len(ch.Nonce) != NonceSize:
+		return nil, protoErrorf("hello: nonce of %d bytes, want %d", len(ch.Nonce), NonceSize)
+	case ch.Secret && len(secret) == 0:
+		return nil, &authError{"the host requires a shared secret and we have none"}
+	case !ch.Secret && len(secret) > 0:
+		return nil, &authError{"the host has no secret, so it cannot prove it holds ours"}
+	}
+	auth := AuthReq{Nonce: newNonce()}
+	if len(secret) > 0 {
+		auth.Proof = guestProof(secret, ch.Nonce, auth.Nonce)
+	}
+	var resp HelloResp
+	err := cc.handshakeCall(ctx, OpAuth, c.nextID.Add(1), &auth, &resp)
+	if errors.Is(err, ErrAuth) {
+		return nil, &authError{"the host refused our proof: the secrets differ"}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(secret) > 0 && !checkProof(resp.Proof, hostProof(secret, auth.Nonce, ch.Nonce)) {
+		return nil, &authError{"the host's proof does not match: it does not hold our secret"}
+	}
+	return &resp, nil
 }
 
 func (c *Client) install(cc *clientConn, resp *HelloResp) {
@@ -175,6 +217,7 @@ func (c *Client) lost(cc *clientConn, err error) {
 
 func (c *Client) redial() {
 	backoff := 10 * time.Millisecond
+	lastAuth := ""
 	for {
 		c.mu.Lock()
 		closed := c.closed
@@ -191,6 +234,10 @@ func (c *Client) redial() {
 			c.mu.Unlock()
 			c.opts.Logf("cachefs: reconnected to host")
 			return
+		}
+		if errors.Is(err, ErrAuth) && err.Error() != lastAuth {
+			c.opts.Logf("cachefs: reconnecting: %v", err) // once per reason: it may last
+			lastAuth = err.Error()
 		}
 		time.Sleep(backoff)
 		backoff = min(backoff*2, time.Second)

@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"syscall"
@@ -65,6 +66,18 @@ func (cc *clientConn) roundTrip(ctx context.Context, op Op, id uint64, req, resp
 		return syscall.EPROTO
 	}
 	return nil
+}
+
+// handshakeCall is roundTrip for the handshake, where a lost connection
+// fails the call with the reason it was lost, e.g. the host's KindError.
+func (cc *clientConn) handshakeCall(ctx context.Context, op Op, id uint64, req, resp any) error {
+	err := cc.roundTrip(ctx, op, id, req, resp)
+	if errors.Is(err, errConnLost) {
+		cc.mu.Lock()
+		err = cc.err
+		cc.mu.Unlock()
+	}
+	return err
 }
 
 func (cc *clientConn) wait(ctx context.Context, op Op, id uint64, ch chan reply) (reply, error) {
@@ -141,6 +154,9 @@ func (cc *clientConn) dispatch(h Header, payload []byte) error {
 	case KindError:
 		var m ErrorMsg
 		Unmarshal(payload, &m)
+		if m.Text == ErrAuth.Error() {
+			return fmt.Errorf("host: %w", ErrAuth)
+		}
 		return &ProtocolError{Msg: "host: " + m.Text}
 	}
 	return protoErrorf("unexpected frame kind %d", h.Kind)

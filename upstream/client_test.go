@@ -97,10 +97,8 @@ func TestRepliesOutOfOrder(t *testing.T) {
 	c := newClient(t, ts.addr, upstream.ClientOptions{})
 	holder, waiter := lockedFile(t, c, 64)
 	conn := dialRaw(t, ts.addr)
-	hello := upstream.HelloReq{Magic: upstream.Magic, Version: upstream.Version, Session: c.Hello().Session}
-	conn.Write(rawRequest(upstream.OpHello, 1, &hello))
-	if h, _, err := readRawFrame(conn); err != nil || h.Errno != 0 {
-		t.Fatalf("resume hello: %+v %v", h, err)
+	if hr := rawResume(t, conn, c.Hello().Session); !hr.Resumed {
+		t.Fatalf("resume hello: %+v", hr)
 	}
 	batch := rawRequest(upstream.OpSetlk, 1000, lockWait(waiter))
 	for i := 0; i < 64; i++ {
@@ -291,9 +289,14 @@ func serveMute(conn net.Conn, hello bool) {
 		return
 	}
 	if hello {
+		ch := upstream.ChallengeResp{Nonce: make([]byte, upstream.NonceSize)}
+		conn.Write(rawFrame(upstream.KindReply, upstream.OpHello, h.ID, upstream.Marshal(nil, &ch)))
+		if h, _, err = readRawFrame(conn); err != nil {
+			return
+		}
 		resp := upstream.HelloResp{Version: upstream.Version, Session: 7, MaxFrame: upstream.MaxFrame,
 			Root: upstream.Entry{Node: upstream.RootID}}
-		conn.Write(rawFrame(upstream.KindReply, upstream.OpHello, h.ID, upstream.Marshal(nil, &resp)))
+		conn.Write(rawFrame(upstream.KindReply, upstream.OpAuth, h.ID, upstream.Marshal(nil, &resp)))
 	}
 	io.Copy(io.Discard, conn)
 }

@@ -37,6 +37,7 @@ func messages() []any {
 		&upstream.ChangedResp{}, &upstream.TreeReq{}, &upstream.TreeDir{},
 		&upstream.TreeResp{}, &upstream.WatchReq{}, &upstream.AckReq{},
 		&upstream.ApplyReq{}, &upstream.WBOp{}, &upstream.ApplyResp{},
+		&upstream.ChallengeResp{}, &upstream.AuthReq{},
 	}
 }
 

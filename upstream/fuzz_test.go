@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -78,7 +79,7 @@ func FuzzUnmarshal(f *testing.F) {
 	})
 }
 
-// frameSeeds are request streams after the hello: a session that uses
+// frameSeeds are request streams after the handshake: a session that uses
 // every op, and broken frames. Node and handle ids are as a fresh server
 // assigns them: root 1, then 2, 3...
 func frameSeeds() map[string][]byte {
@@ -158,7 +159,7 @@ func frameSeeds() map[string][]byte {
 }
 
 // FuzzServerFrames feeds a request stream to a fresh server after a
-// valid hello. The server must neither crash nor hang: after the
+// valid handshake. The server must neither crash nor hang: after the
 // stream, the connection and server close and the connection's
 // goroutine must end.
 func FuzzServerFrames(f *testing.F) {
@@ -207,7 +208,7 @@ func serveStream(t *testing.T, export string, stream []byte) {
 			}
 		}
 	}()
-	for rest := append(rawHelloFrame(), stream...); len(rest) > 0; {
+	for rest := slices.Concat(rawHelloFrame(), rawAuthFrame(), stream); len(rest) > 0; {
 		n, whole := nextFrame(rest)
 		if _, err := guest.Write(clampFallocate(rest[:n])); err != nil || !whole {
 			break // no answer comes to a frame cut short

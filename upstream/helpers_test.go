@@ -208,6 +208,11 @@ func rawHelloFrame() []byte {
 		Version: upstream.Version, Features: upstream.AllFeatures})
 }
 
+// rawAuthFrame is the second request of a handshake without a secret.
+func rawAuthFrame() []byte {
+	return rawRequest(upstream.OpAuth, 2, &upstream.AuthReq{Nonce: make([]byte, upstream.NonceSize)})
+}
+
 // readRawFrame reads one frame; payloads beyond MaxFrame are an error.
 func readRawFrame(r io.Reader) (upstream.Header, []byte, error) {
 	var hb [4 + upstream.HeaderSize]byte
@@ -237,19 +242,40 @@ func dialRaw(t testing.TB, addr string) net.Conn {
 	return conn
 }
 
-// rawHello shakes hands on conn and returns the server's answer.
+// rawHello shakes hands on conn, without a secret, and returns the
+// server's answer.
 func rawHello(t testing.TB, conn net.Conn) upstream.HelloResp {
 	t.Helper()
-	if _, err := conn.Write(rawHelloFrame()); err != nil {
-		t.Fatalf("write hello: %v", err)
+	return rawResume(t, conn, 0)
+}
+
+// rawResume shakes hands on conn, without a secret, asking to resume
+// session (0: a new one).
+func rawResume(t testing.TB, conn net.Conn, session uint64) upstream.HelloResp {
+	t.Helper()
+	hello := rawRequest(upstream.OpHello, 1, &upstream.HelloReq{Magic: upstream.Magic,
+		Version: upstream.Version, Features: upstream.AllFeatures, Session: session})
+	var ch upstream.ChallengeResp
+	rawCall(t, conn, hello, &ch)
+	if len(ch.Nonce) != upstream.NonceSize || ch.Secret {
+		t.Fatalf("challenge: %+v, want a nonce and no secret", ch)
+	}
+	var resp upstream.HelloResp
+	rawCall(t, conn, rawAuthFrame(), &resp)
+	return resp
+}
+
+// rawCall writes a request frame and decodes its reply into resp.
+func rawCall(t testing.TB, conn net.Conn, frame []byte, resp any) {
+	t.Helper()
+	if _, err := conn.Write(frame); err != nil {
+		t.Fatalf("write: %v", err)
 	}
 	h, payload, err := readRawFrame(conn)
 	if err != nil || h.Kind != upstream.KindReply || h.Errno != 0 {
-		t.Fatalf("hello reply: %+v %v", h, err)
+		t.Fatalf("reply: %+v %v", h, err)
 	}
-	var resp upstream.HelloResp
-	if err := upstream.Unmarshal(payload, &resp); err != nil {
-		t.Fatalf("hello reply: %v", err)
+	if err := upstream.Unmarshal(payload, resp); err != nil {
+		t.Fatalf("reply: %v", err)
 	}
-	return resp
 }

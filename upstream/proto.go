@@ -5,8 +5,9 @@ package upstream
 // from the field order below; changing a field's order or type is a
 // protocol version change.
 
-// Version is the protocol version spoken by this build.
-const Version = 1
+// Version is the protocol version spoken by this build. Version 2 added
+// the second step of the handshake (OpAuth) and HelloResp.Proof.
+const Version = 2
 
 // Magic opens every handshake.
 const Magic = "CACHEFS1"
@@ -70,6 +71,7 @@ const (
 	OpUnwatch
 	OpAck
 	OpApply
+	OpAuth // the handshake's second request; no op after it
 	opCount
 )
 
@@ -127,13 +129,37 @@ type Entry struct {
 	Attr Attr
 }
 
+// NonceSize is the size of each side's handshake nonce.
+const NonceSize = 32
+
+// The handshake is two requests: OpHello, answered by ChallengeResp,
+// then OpAuth, answered by HelloResp (auth.go has the proofs).
+
+// HelloReq opens every connection. Its layout is the same in every
+// version, so a peer of another version can tell it is one.
 type HelloReq struct {
 	Magic    string
 	Version  uint32
 	Features uint64
-	Session  uint64 // nonzero: resume this session
+	Session  uint64 // nonzero: resume this session, once authenticated
 }
 
+// ChallengeResp answers HelloReq with the host's nonce and whether the
+// host holds a secret the guest must prove it shares.
+type ChallengeResp struct {
+	Nonce  []byte // NonceSize random bytes
+	Secret bool
+}
+
+// AuthReq is the guest's nonce and, if the host holds a secret, its
+// proof: guestProof of the secret over both nonces (empty without).
+type AuthReq struct {
+	Nonce []byte
+	Proof []byte
+}
+
+// HelloResp ends the handshake. Proof is the host's proof of the secret
+// over both nonces (empty without a secret).
 type HelloResp struct {
 	Version  uint32
 	Features uint64
@@ -142,6 +168,7 @@ type HelloResp struct {
 	Root     Entry
 	MaxFrame uint32
 	ReadOnly bool
+	Proof    []byte
 }
 
 type Empty struct{}

@@ -40,6 +40,11 @@ type ServerOptions struct {
 	// Zero: invalidation.Auto, fanotify where the process and the
 	// export's filesystem allow it, else inotify.
 	Watcher invalidation.Kind
+	// Secret, when set, is the shared secret every guest must prove it
+	// holds at the handshake (auth.go), as the server proves it to the
+	// guest. Nil: no authentication, for transports that only trusted
+	// peers reach.
+	Secret []byte
 	// AllowSetID applies the set-user-id and set-group-id bits a guest
 	// gives a regular file to the host file. False: they are kept in the
 	// file's user.cachefs.setid xattr instead and reported in its

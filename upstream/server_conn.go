@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"errors"
+	"io"
 	"net"
 	"runtime/debug"
 	"sync"
@@ -71,38 +72,107 @@ func (sc *serverConn) loop(wg *sync.WaitGroup) {
 
 // fatal reports a protocol error to the peer and closes the connection
 // at once, so no reply of a request still in flight follows the error.
-// Plain I/O errors and EOF close silently, after those replies.
+// A failed authentication is logged with its reason and reported as
+// ErrAuth alone. Plain I/O errors and EOF close silently, after those
+// replies.
 func (sc *serverConn) fatal(err error) {
 	var pe *ProtocolError
-	if errors.As(err, &pe) {
-		sc.srv.opts.Logf("cachefs: closing connection from %v: %v", sc.conn.RemoteAddr(), err)
-		sc.conn.SetWriteDeadline(time.Now().Add(time.Second))
-		sc.write(appendFrame(nil, Header{Kind: KindError}, &ErrorMsg{Text: pe.Error()}))
-		sc.conn.Close()
+	var ae *authError
+	var text string
+	switch {
+	case errors.As(err, &ae):
+		text = ErrAuth.Error()
+	case errors.As(err, &pe):
+		text = pe.Error()
+	default:
+		return
 	}
+	sc.srv.opts.Logf("cachefs: closing connection from %v: %v", sc.conn.RemoteAddr(), err)
+	sc.conn.SetWriteDeadline(time.Now().Add(time.Second))
+	sc.write(appendFrame(nil, Header{Kind: KindError}, &ErrorMsg{Text: text}))
+	sc.conn.Close()
 }
 
 // ErrorMsg is the payload of a KindError frame.
 type ErrorMsg struct{ Text string }
 
+// handshakeTimeout bounds the whole handshake.
+const handshakeTimeout = 30 * time.Second
+
+// handshake answers the guest's hello with a challenge, checks its proof
+// of the secret, and only then attaches the connection to a session.
 func (sc *serverConn) handshake() error {
-	sc.conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-	h, payload, err := sc.fr.next()
+	sc.conn.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	defer sc.conn.SetReadDeadline(time.Time{})
+	var req HelloReq
+	h, err := sc.readHandshake(OpHello, &req)
 	if err != nil {
 		return err
 	}
-	sc.conn.SetReadDeadline(time.Time{})
-	var req HelloReq
-	if h.Kind != KindRequest || h.Op != OpHello {
-		return protoErrorf("first frame must be hello, got kind %d op %d", h.Kind, h.Op)
-	}
-	if err := Unmarshal(payload, &req); err != nil || req.Magic != Magic {
-		return protoErrorf("bad hello (magic %q): %v", req.Magic, err)
+	if req.Magic != Magic {
+		return protoErrorf("bad hello (magic %q)", req.Magic)
 	}
 	if req.Version != Version {
 		return protoErrorf("protocol version %d not supported (want %d)", req.Version, Version)
 	}
-	ss, resumed := sc.srv.attach(&req)
+	secret := sc.srv.opts.Secret
+	hostNonce := newNonce()
+	ch := ChallengeResp{Nonce: hostNonce, Secret: len(secret) > 0}
+	if err := sc.write(appendFrame(nil, Header{Kind: KindReply, Op: OpHello, ID: h.ID}, &ch)); err != nil {
+		return err
+	}
+	var auth AuthReq
+	if h, err = sc.readHandshake(OpAuth, &auth); err != nil {
+		return err
+	}
+	if len(auth.Nonce) != NonceSize {
+		return protoErrorf("auth: nonce of %d bytes, want %d", len(auth.Nonce), NonceSize)
+	}
+	if err := checkGuest(secret, &auth, hostNonce); err != nil {
+		return err
+	}
+	return sc.welcome(h, &req, &auth, hostNonce)
+}
+
+// readHandshake reads the handshake request op into msg. A guest that
+// gives up sends a KindError frame instead: logged, then closed.
+func (sc *serverConn) readHandshake(op Op, msg any) (Header, error) {
+	h, payload, err := sc.fr.next()
+	if err != nil {
+		return h, err
+	}
+	if h.Kind == KindError && op == OpAuth {
+		var m ErrorMsg
+		Unmarshal(payload, &m)
+		sc.srv.opts.Logf("cachefs: connection from %v: guest gave up: %.200q", sc.conn.RemoteAddr(), m.Text)
+		return h, io.EOF
+	}
+	if h.Kind != KindRequest || h.Op != op {
+		return h, protoErrorf("handshake: want %v request, got kind %d op %d", op, h.Kind, h.Op)
+	}
+	if err := Unmarshal(payload, msg); err != nil {
+		return h, protoErrorf("bad %v: %v", op, err)
+	}
+	return h, nil
+}
+
+// checkGuest checks the guest's proof of the secret, if there is one.
+func checkGuest(secret []byte, auth *AuthReq, hostNonce []byte) error {
+	switch {
+	case len(secret) == 0:
+		return nil
+	case len(auth.Proof) == 0:
+		return &authError{"the guest sent no proof (no secret?)"}
+	case !checkProof(auth.Proof, guestProof(secret, hostNonce, auth.Nonce)):
+		return &authError{"the guest's proof does not match (wrong secret?)"}
+	}
+	return nil
+}
+
+// welcome attaches the authenticated connection to its session and
+// answers with HelloResp and the host's own proof.
+func (sc *serverConn) welcome(h Header, req *HelloReq, auth *AuthReq, hostNonce []byte) error {
+	ss, resumed := sc.srv.attach(req)
 	sc.sess = ss
 	root, err := ss.rootEntry()
 	if err != nil {
@@ -110,8 +180,11 @@ func (sc *serverConn) handshake() error {
 	}
 	resp := HelloResp{Version: Version, Features: req.Features & AllFeatures, Session: ss.id,
 		Resumed: resumed, Root: root, MaxFrame: MaxFrame, ReadOnly: sc.srv.opts.ReadOnly}
+	if secret := sc.srv.opts.Secret; len(secret) > 0 {
+		resp.Proof = hostProof(secret, auth.Nonce, hostNonce)
+	}
 	ss.setConn(sc)
-	return sc.write(appendFrame(nil, Header{Kind: KindReply, Op: OpHello, ID: h.ID}, &resp))
+	return sc.write(appendFrame(nil, Header{Kind: KindReply, Op: OpAuth, ID: h.ID}, &resp))
 }
 
 func (sc *serverConn) handle(h Header, hd handler, payload []byte) {

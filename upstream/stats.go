@@ -109,7 +109,8 @@ var opNames = [...]string{OpHello: "hello", OpPing: "ping", OpLookup: "lookup", 
 	OpReaddir: "readdir", OpReleasedir: "releasedir", OpStatfs: "statfs", OpGetxattr: "getxattr",
 	OpListxattr: "listxattr", OpSetxattr: "setxattr", OpRemovexattr: "removexattr",
 	OpFallocate: "fallocate", OpLseek: "lseek", OpGetlk: "getlk", OpSetlk: "setlk", OpAccess: "access",
-	OpReadTree: "readtree", OpWatch: "watch", OpUnwatch: "unwatch", OpAck: "ack", OpApply: "apply"}
+	OpReadTree: "readtree", OpWatch: "watch", OpUnwatch: "unwatch", OpAck: "ack", OpApply: "apply",
+	OpAuth: "auth"}
 
 func (op Op) String() string {
 	if int(op) < len(opNames) && opNames[op] != "" {

@@ -24,7 +24,7 @@ type Options struct {
 	Export     string                 // directory to export; required
 	Mountpoint string                 // where to mount; required
 	Socket     string                 // unix socket path; empty: a temporary one
-	Server     upstream.ServerOptions // Export is filled in
+	Server     upstream.ServerOptions // Export is filled in; the client shares Secret
 	LinkDelay  time.Duration
 	Policy     *consistency.Policy // shorthand for FS.Policy
 	CacheTTL   time.Duration       // shorthand for FS.CacheTTL
@@ -83,7 +83,7 @@ func (e *Env) start(o Options) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	e.Client, err = upstream.NewClient(ctx, upstream.ClientOptions{Addr: "unix://" + e.Socket,
-		LinkDelay: o.LinkDelay, Logf: o.Logf})
+		LinkDelay: o.LinkDelay, Secret: so.Secret, Logf: o.Logf})
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
