@@ -7,9 +7,10 @@ import (
 
 const usage = `usage:
   cachefsd serve --export DIR --listen ADDR [--read-only] [--max-fds N]
+                 [--secret-file PATH] [--insecure-tcp] [--allow-cid CID,...] [--allow-setid]
                  [--watcher auto|inotify|fanotify]
   cachefsd mount --upstream ADDR [--link-delay D] [--default-mode MODE] [--ctl PATH]
-                 [--cache-ttl D] [--state-dir DIR] MOUNTPOINT
+                 [--cache-ttl D] [--state-dir DIR] [--secret-file PATH] MOUNTPOINT
   cachefsd local --export DIR [same flags as mount] MOUNTPOINT
   cachefsd ctl [--socket PATH] stats|ping|modes
   cachefsd ctl [--socket PATH] register --mode MODE PATH
@@ -17,6 +18,9 @@ const usage = `usage:
   cachefsd ctl [--socket PATH] flush [PATH]
 
 ADDR is unix:///path, tcp://host:port, vsock://cid:port or hvsock:///path:port.
+A tcp host left empty (tcp://:port) is 127.0.0.1. serve refuses a tcp ADDR
+without --secret-file unless --insecure-tcp is given; mount and local prove
+the same secret, given by their --secret-file.
 `
 
 func main() {

@@ -30,6 +30,7 @@ type guestFlags struct {
 	cacheTTL    time.Duration
 	limits      cachefs.CacheLimits
 	stateDir    string
+	secretFile  string
 	pprof       string
 }
 
@@ -42,6 +43,7 @@ func (g *guestFlags) register(fl *flag.FlagSet) {
 	fl.IntVar(&g.limits.DirBytes, "cache-dir-bytes", 64<<20, "bound on cached names and listings, bytes")
 	fl.IntVar(&g.limits.AttrBytes, "cache-attr-bytes", 16<<20, "bound on cached attributes, bytes")
 	fl.StringVar(&g.pprof, "pprof", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6060)")
+	fl.StringVar(&g.secretFile, "secret-file", "", "file holding the secret shared with the host (as serve's --secret-file)")
 	fl.StringVar(&g.stateDir, "state-dir", "", "write-back journal of delegated subtrees, kept across restarts (default: under "+defaultStateDir()+", one per mountpoint)")
 }
 
@@ -62,6 +64,14 @@ func (g *guestFlags) options(c *upstream.Client, pol *consistency.Policy, mnt st
 		g.stateDir = filepath.Join(defaultStateDir(), strings.ReplaceAll(strings.Trim(abs, "/"), "/", "_"))
 	}
 	return cachefs.Options{Client: c, Policy: pol, CacheTTL: g.cacheTTL, CacheLimits: g.limits, StateDir: g.stateDir}
+}
+
+// secret reads --secret-file; nil without one.
+func (g *guestFlags) secret() ([]byte, error) {
+	if g.secretFile == "" {
+		return nil, nil
+	}
+	return upstream.ReadSecret(g.secretFile)
 }
 
 func (g *guestFlags) policy() (*consistency.Policy, error) {
@@ -103,9 +113,13 @@ func mount(args []string) error {
 	if err != nil {
 		return err
 	}
+	secret, err := g.secret()
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := upstream.NewClient(ctx, upstream.ClientOptions{Addr: addr, LinkDelay: g.linkDelay})
+	c, err := upstream.NewClient(ctx, upstream.ClientOptions{Addr: addr, LinkDelay: g.linkDelay, Secret: secret})
 	if err != nil {
 		return err
 	}
@@ -132,8 +146,12 @@ func local(args []string) error {
 	if err != nil {
 		return err
 	}
+	secret, err := g.secret()
+	if err != nil {
+		return err
+	}
 	env, err := harness.Launch(harness.Options{Export: export, Mountpoint: fl.Arg(0),
-		LinkDelay: g.linkDelay, FS: g.options(nil, pol, fl.Arg(0)), Debug: g.debug, Logf: log.Printf})
+		Server: upstream.ServerOptions{Secret: secret}, LinkDelay: g.linkDelay, FS: g.options(nil, pol, fl.Arg(0)), Debug: g.debug, Logf: log.Printf})
 	if err != nil {
 		return err
 	}

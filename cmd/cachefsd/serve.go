@@ -15,16 +15,23 @@ func serve(args []string) error {
 	listen := fl.String("listen", "", "address to listen on (required)")
 	ro := fl.Bool("read-only", false, "refuse every change")
 	maxFDs := fl.Int("max-fds", 0, "bound on cached fds (0: half the open-file limit)")
+	var acc accessFlags
+	acc.register(fl)
 	watcher := fl.String("watcher", "auto", "how watched subtrees are watched: auto, inotify or fanotify")
 	fl.Parse(args)
 	if *export == "" || *listen == "" {
 		return fmt.Errorf("serve needs --export and --listen")
+	}
+	secret, cids, err := acc.check(*listen)
+	if err != nil {
+		return err
 	}
 	kind, err := invalidation.ParseKind(*watcher)
 	if err != nil {
 		return err
 	}
 	srv, err := upstream.NewServer(upstream.ServerOptions{Export: *export, ReadOnly: *ro, MaxFDs: *maxFDs,
+		Secret: secret, AllowSetID: acc.allowSetID,
 		Watcher: kind})
 	if err != nil {
 		return err
@@ -32,6 +39,9 @@ func serve(args []string) error {
 	l, err := upstream.Listen(*listen)
 	if err != nil {
 		return err
+	}
+	if cids != nil {
+		l = upstream.AllowCIDs(l, cids, log.Printf)
 	}
 	log.Printf("cachefsd: exporting %s on %s", *export, *listen)
 	if w := srv.Stats().Watch; w.Fallback != "" {
