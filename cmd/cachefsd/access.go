@@ -45,7 +45,7 @@ func (a *accessFlags) check(listen string) ([]byte, []uint32, error) {
 		if secret == nil && !a.insecureTCP {
 			return nil, nil, fmt.Errorf("%s: a tcp address needs --secret-file (or --insecure-tcp to serve it to anyone who reaches it)", listen)
 		}
-		if ip := net.ParseIP(addr.Host); ip == nil || !ip.IsLoopback() {
+		if ip := net.ParseIP(addr.Host); ip != nil && !ip.IsLoopback() || ip == nil && addr.Host != "localhost" {
 			log.Printf("cachefsd: %s is not a loopback address: the export is open to the network it reaches", addr.Host)
 		}
 	}
