@@ -14,6 +14,11 @@
 // unknown frame is a ProtocolError: the receiver answers with a
 // KindError frame carrying its text and closes that connection only.
 //
+// Every connection opens with a two-request handshake (OpHello, then
+// OpAuth) in which, when the server holds a shared secret, each side
+// proves it holds it too by an HMAC over both sides' nonces (auth.go);
+// the server attaches no session before the guest's proof checks.
+//
 // # Errors
 //
 // Errors cross the wire as errno values. Server handlers return
@@ -34,7 +39,11 @@
 // sends is a single path component resolved with openat beneath a
 // directory fd of the export, and symlinks are never followed, so no
 // request reaches outside the export. The process umask is cleared: the
-// guest kernel applied the caller's already.
+// guest kernel applied the caller's already. Some of what a guest asks
+// is filtered whatever the server's privileges (device nodes, rename
+// whiteouts, security.* and trusted.* xattrs), and the set-id bits it
+// gives a regular file are kept in an xattr rather than applied
+// (server_setid.go).
 //
 // # Sessions
 //
