@@ -5,12 +5,16 @@
 // # Layout
 //
 //   - run.sh installs what the suite needs (Debian packages, only when
-//     missing), builds cachefsd, loopback and cachefs-bench, and runs
-//     cachefs-bench with its arguments.
-//   - cmd/cachefs-bench runs every system x workload cell and writes
-//     out/results.{json,csv,md} and out/chart.svg; the full run also
-//     rewrites the results section of docs/benchmarks.md and copies the
-//     chart and CSV to results/.
+//     missing), builds cachefsd, loopback, visibility and cachefs-bench,
+//     and runs cachefs-bench with its arguments.
+//   - cmd/cachefs-bench runs every system x workload cell, then
+//     cmd/visibility, and writes out/results.{json,csv,md} and
+//     out/chart.svg; the default full run also rewrites the results
+//     section of docs/benchmarks.md and copies the chart and CSV to
+//     results/.
+//   - cmd/visibility times how long a host change takes to show in a
+//     cached subtree of a cachefs mount it makes itself, idle and while
+//     the host untars; with -json for cachefs-bench.
 //   - loopback is go-fuse's loopback file system with 1 s kernel
 //     timeouts and without FUSE passthrough: the cost of FUSE alone.
 //
@@ -25,6 +29,10 @@
 // the other on one fresh mount, such as "stat walk cold" then "stat walk
 // warm". Each phase returns a summary of what it saw (entries, packages,
 // matching lines); a system that disagrees with the first one is marked.
+// Inputs are made once into the work directory's cache before the first
+// system; a workload whose input cannot be made (ember's app without
+// the npm registry) is skipped with the reason. --quick's default set
+// leaves out the workloads that need the network.
 //
 // # Measurements
 //

@@ -20,6 +20,13 @@ type quickReport struct {
 	Phases   []string
 	Skipped  []struct{ System, Reason string }
 	Results  []quickResult
+	// Visibility is cmd/visibility's percentiles, per link delay.
+	Visibility []struct {
+		LinkDelay, Phase string
+		Samples          int
+		P50, Max         float64
+		Err              string
+	}
 }
 
 type quickResult struct {
@@ -49,7 +56,7 @@ func TestQuick(t *testing.T) {
 	tmp := t.TempDir()
 	bin := filepath.Join(tmp, "bin")
 	for pkg, name := range map[string]string{"../cmd/cachefsd": "cachefsd", "./loopback": "loopback",
-		"./cmd/cachefs-bench": "cachefs-bench"} {
+		"./cmd/visibility": "visibility", "./cmd/cachefs-bench": "cachefs-bench"} {
 		if out, err := exec.Command("go", "build", "-o", filepath.Join(bin, name), pkg).CombinedOutput(); err != nil {
 			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
 		}
@@ -58,15 +65,17 @@ func TestQuick(t *testing.T) {
 	rep := runQuick(t, bin, filepath.Join(tmp, "work"), out)
 	checkCells(t, rep)
 	checkCachefs(t, rep)
+	checkVisibility(t, rep)
 	checkFiles(t, rep, out)
 }
 
-// runQuick runs cachefs-bench --quick, leaving fio out if it is missing.
+// runQuick runs cachefs-bench --quick with its default workloads, which
+// need no network, leaving fio out if it is missing.
 func runQuick(t *testing.T, bin, work, out string) *quickReport {
-	workloads := "all"
+	workloads := "default"
 	if _, err := exec.LookPath("fio"); err != nil {
 		t.Logf("fio not installed: leaving the fio workload out")
-		workloads = "dd,stat,golist,untar,grep,ls"
+		workloads = "dd,stat,golist,untar,grep,ls,visibility"
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -161,6 +170,28 @@ func checkCachefs(t *testing.T, rep *quickReport) {
 				if got, want := r.Ops["write"], int64(rep.Sizes.DDCount); got != want {
 					t.Errorf("%s: dd of %d x 1 KiB sent %d upstream writes, want %d", sys, want, got, want)
 				}
+			}
+		}
+	}
+}
+
+// checkVisibility wants both phases measured at link delays 0 and 50us,
+// the delays of the quick systems.
+func checkVisibility(t *testing.T, rep *quickReport) {
+	for _, delay := range []string{"0", "50us"} {
+		for _, phase := range []string{"idle", "under untar"} {
+			n := 0
+			for _, v := range rep.Visibility {
+				if v.LinkDelay != delay || (v.Phase != phase && v.Err == "") {
+					continue
+				}
+				n++
+				if v.Err != "" || v.Samples <= 0 || v.P50 <= 0 || v.Max < v.P50 {
+					t.Errorf("visibility at %s, %s: %+v", delay, phase, v)
+				}
+			}
+			if n != 1 {
+				t.Errorf("visibility at %s, %s: got %d results, want 1", delay, phase, n)
 			}
 		}
 	}

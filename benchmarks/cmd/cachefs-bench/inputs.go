@@ -16,16 +16,20 @@ type sizes struct {
 	BigDir   int      // files in the directory ls -l lists
 	FioJobs  int
 	FioFiles int // files per fio job
+	// VisSamples is the changes cmd/visibility times per phase.
+	VisSamples int
 }
 
-var fullSize = sizes{DDCount: 100000, Tree: "kernel", BigDir: 100000, FioJobs: 2, FioFiles: 10000}
+var fullSize = sizes{DDCount: 100000, Tree: "kernel", BigDir: 100000, FioJobs: 2, FioFiles: 10000,
+	VisSamples: 200}
 
-var quickSize = sizes{DDCount: 2000, Tree: "small", GoSrc: []string{"go"}, BigDir: 1000, FioJobs: 2, FioFiles: 100}
+var quickSize = sizes{DDCount: 2000, Tree: "small", GoSrc: []string{"go"}, BigDir: 1000, FioJobs: 2,
+	FioFiles: 100, VisSamples: 50}
 
 const kernelTarXz = "/usr/src/linux-source-6.1.tar.xz"
 
 // inputNames maps an input to the name of its copy in an export.
-var inputNames = map[string]string{"tree": "tree", "gosrc": "src", "bigdir": "big"}
+var inputNames = map[string]string{"tree": "tree", "gosrc": "src", "ember": emberApp, "bigdir": "big"}
 
 // inputDir returns the cached original of an input, making it once.
 func (r *runner) inputDir(name string) (string, error) {
@@ -40,6 +44,13 @@ func (r *runner) inputDir(name string) (string, error) {
 		if err == nil && !r.goListChecked {
 			err = r.checkGoList(dir)
 			r.goListChecked = err == nil
+		}
+		return dir, err
+	case "ember":
+		dir, err := r.cached("ember-cli-"+emberCLI, r.makeEmberApp, emberApp)
+		if err == nil && !r.emberNoted {
+			r.noteEmberApp(dir)
+			r.emberNoted = true
 		}
 		return dir, err
 	case "bigdir":

@@ -18,7 +18,7 @@ type config struct {
 	Quick     bool
 	Runs      int
 	Systems   string        // comma separated; "default" or "all"
-	Workloads string        // comma separated; "all"
+	Workloads string        // comma separated; "default" or "all"
 	Work      string        // scratch: inputs, exports, mountpoints, logs
 	Bin       string        // cachefsd and loopback; then PATH
 	Out       string        // results.{json,csv,md}, chart.svg
@@ -37,7 +37,8 @@ func main() {
 	flag.BoolVar(&c.Quick, "quick", false, "small inputs, one run: a check for CI, under 2 minutes")
 	flag.IntVar(&c.Runs, "runs", 0, "runs per cell (default 3, or 1 with --quick)")
 	flag.StringVar(&c.Systems, "systems", "default", "comma-separated systems, \"default\" or \"all\": "+systemNames())
-	flag.StringVar(&c.Workloads, "workloads", "all", "comma-separated workloads or \"all\": "+workloadNames())
+	flag.StringVar(&c.Workloads, "workloads", "default", "comma-separated workloads, \"default\" (all; with --quick, "+
+		"all that need no network) or \"all\": "+workloadNames())
 	flag.StringVar(&c.Work, "work", "/var/tmp/cachefs-bench", "work directory on the disk under test")
 	flag.StringVar(&c.Bin, "bin", "", "directory holding cachefsd and loopback (default WORK/bin)")
 	flag.StringVar(&c.Out, "out", "benchmarks/out", "output directory")
@@ -99,5 +100,5 @@ func workloadNames() string {
 	for _, w := range workloads {
 		n = append(n, w.Name)
 	}
-	return strings.Join(n, ",")
+	return strings.Join(append(n, visibilityName), ",")
 }

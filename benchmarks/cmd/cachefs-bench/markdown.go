@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -19,18 +20,25 @@ const (
 func (rep *report) markdown(cells []cell, chart string) string {
 	var b strings.Builder
 	rep.header(&b)
+	if len(rep.Phases) > 0 {
+		rep.cellTables(&b, cells, chart)
+	}
+	rep.visibilityTable(&b)
+	rep.footer(&b, cells)
+	return b.String()
+}
+
+func (rep *report) cellTables(b *strings.Builder, cells []cell, chart string) {
 	if chart != "" {
-		fmt.Fprintf(&b, "\n![median time relative to native, log scale](%s)\n", chart)
+		fmt.Fprintf(b, "\n![median time relative to native, log scale](%s)\n", chart)
 	}
 	b.WriteString("\nMedian seconds (ratio to native):\n\n")
-	rep.matrix(&b, cells)
+	rep.matrix(b, cells)
 	b.WriteString("\n>T: stopped at the phase limit; ! see Problems below.\n")
 	b.WriteString("\nEvery cell: runs, median, min-max over the runs, ratio to native and to the go-fuse loopback, " +
 		"daemon CPU seconds (utime+stime of the daemon and its children over the phase), upstream messages " +
 		"(cachefs only), daemon peak RSS (VmHWM), one-minute load average at the start:\n\n")
-	detail(&b, cells)
-	rep.footer(&b, cells)
-	return b.String()
+	detail(b, cells)
 }
 
 func (rep *report) header(b *strings.Builder) {
@@ -42,8 +50,12 @@ func (rep *report) header(b *strings.Builder) {
 		rep.Date, rep.Kernel, rep.Nproc, rep.Size, rep.Runs, status, rep.LoadStart, rep.LoadEnd)
 	fmt.Fprintf(b, "Command: `%s` (cachefs revision %s)\n\n", strings.TrimSpace(rep.Command), rep.Revision)
 	s := rep.Sizes
-	fmt.Fprintf(b, "Inputs: dd %d x 1 KiB; tree %s; go list over %s; ls -l of %d files; fio %d jobs x %d files of 4 KiB.\n",
-		s.DDCount, treeName(s.Tree), goSrcName(s.GoSrc), s.BigDir, s.FioJobs, s.FioFiles)
+	ember := ""
+	if slices.Contains(rep.Phases, "ember build cold") {
+		ember = fmt.Sprintf(" ember build (development) of a new ember-cli %s app;", emberCLI)
+	}
+	fmt.Fprintf(b, "Inputs: dd %d x 1 KiB; tree %s; go list over %s;%s ls -l of %d files; fio %d jobs x %d files of 4 KiB.\n",
+		s.DDCount, treeName(s.Tree), goSrcName(s.GoSrc), ember, s.BigDir, s.FioJobs, s.FioFiles)
 }
 
 func treeName(t string) string {
@@ -182,12 +194,25 @@ func (rep *report) footer(b *strings.Builder, cells []cell) {
 				c.Phase, c.System, c.Summary, c.Mismatch))
 		}
 	}
+	for _, v := range rep.Visibility {
+		if v.Err != "" {
+			problems = append(problems, fmt.Sprintf("visibility at link delay %s: %s", v.LinkDelay, oneLine(v.Err)))
+		} else if v.Lost > 0 {
+			problems = append(problems, fmt.Sprintf("visibility at link delay %s, %s: %d of %d changes not seen within 10 s",
+				v.LinkDelay, v.Phase, v.Lost, v.Samples))
+		}
+	}
 	list(b, "Problems (cells marked !)", problems)
 	var sk []string
 	for _, s := range rep.Skipped {
 		sk = append(sk, s.System+": "+s.Reason)
 	}
 	list(b, "Skipped systems", sk)
+	sk = nil
+	for _, w := range rep.SkippedWorkloads {
+		sk = append(sk, w.Workload+": "+oneLine(w.Reason))
+	}
+	list(b, "Skipped workloads", sk)
 	list(b, "Notes", rep.Notes)
 }
 

@@ -29,6 +29,8 @@ type result struct {
 
 type skipped struct{ System, Reason string }
 
+type skippedWorkload struct{ Workload, Reason string }
+
 // report is everything results.json holds.
 type report struct {
 	Date      string
@@ -46,7 +48,11 @@ type report struct {
 	Skipped   []skipped
 	Notes     []string
 	Results   []result
-	Finished  bool
+	// SkippedWorkloads are those whose input could not be made.
+	SkippedWorkloads []skippedWorkload `json:",omitempty"`
+	// Visibility holds cmd/visibility's results, per link delay.
+	Visibility []visResult `json:",omitempty"`
+	Finished   bool
 }
 
 func newReport(r *runner) report {
@@ -56,12 +62,18 @@ func newReport(r *runner) report {
 	if out, err := exec.Command("uname", "-r").Output(); err == nil {
 		rep.Kernel = strings.TrimSpace(string(out))
 	}
-	for _, w := range r.workloads {
+	rep.Phases = phaseNames(r.workloads)
+	return rep
+}
+
+func phaseNames(ws []*workload) []string {
+	var out []string
+	for _, w := range ws {
 		for _, p := range w.Phases {
-			rep.Phases = append(rep.Phases, p.Name)
+			out = append(out, p.Name)
 		}
 	}
-	return rep
+	return out
 }
 
 // cell aggregates the runs of one phase on one system.

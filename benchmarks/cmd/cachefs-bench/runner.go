@@ -23,8 +23,14 @@ type runner struct {
 	workloads []*workload
 	seq       int
 	sshd      *mount
+	// visibility runs cmd/visibility after the cells (visibility.go).
+	visibility bool
+	// scratch is a directory outside the mount, new for each run of a
+	// workload and removed after it: ember's TMPDIR.
+	scratch string
 
 	goListChecked bool
+	emberNoted    bool
 	rep           report
 
 	mu      sync.Mutex // protects the following
@@ -42,7 +48,7 @@ func newRunner(c config) (*runner, error) {
 	if r.systems, err = selectSystems(c); err != nil {
 		return nil, err
 	}
-	if r.workloads, err = selectWorkloads(c.Workloads); err != nil {
+	if r.workloads, r.visibility, err = selectWorkloads(c.Workloads, c.Quick); err != nil {
 		return nil, err
 	}
 	for _, d := range []string{c.Work, c.Out, filepath.Join(c.Work, "logs")} {
@@ -81,19 +87,49 @@ func selectSystems(c config) ([]*system, error) {
 	return out, nil
 }
 
-func selectWorkloads(list string) ([]*workload, error) {
-	if list == "all" {
-		list = workloadNames()
+// selectWorkloads parses --workloads: names, "all", or "default" (all
+// but, with --quick, the Network ones). It reports visibility apart.
+func selectWorkloads(list string, quick bool) (ws []*workload, visibility bool, err error) {
+	names := strings.Split(list, ",")
+	switch list {
+	case "all", "default":
+		names = strings.Split(workloadNames(), ",")
 	}
-	var out []*workload
-	for _, n := range strings.Split(list, ",") {
-		w, err := findWorkload(strings.TrimSpace(n))
-		if err != nil {
-			return nil, err
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		if n == visibilityName {
+			visibility = true
+			continue
 		}
-		out = append(out, w)
+		w, err := findWorkload(n)
+		if err != nil {
+			return nil, false, err
+		}
+		if list == "default" && quick && w.Network {
+			continue
+		}
+		ws = append(ws, w)
 	}
-	return out, nil
+	return ws, visibility, nil
+}
+
+// prepareInputs makes every selected workload's input before the first
+// system; a workload whose input cannot be made is left out, with the
+// reason in the report.
+func (r *runner) prepareInputs() {
+	var keep []*workload
+	for _, w := range r.workloads {
+		if w.Input != "" {
+			if _, err := r.inputDir(w.Input); err != nil {
+				r.logf("skipping workload %s: %v", w.Name, err)
+				r.rep.SkippedWorkloads = append(r.rep.SkippedWorkloads, skippedWorkload{w.Name, err.Error()})
+				continue
+			}
+		}
+		keep = append(keep, w)
+	}
+	r.workloads = keep
+	r.rep.Phases = phaseNames(keep)
 }
 
 func (r *runner) logf(format string, args ...any) { log.Printf(format, args...) }
@@ -110,6 +146,7 @@ func (r *runner) run() error {
 	go r.stopOnSignal()
 	defer r.stopAll()
 	r.rep.LoadStart = loadAvg()
+	r.prepareInputs()
 	for _, s := range r.systems {
 		if why := r.available(s); why != "" {
 			r.logf("skipping %s: %s", s.Name, why)
@@ -125,6 +162,9 @@ func (r *runner) run() error {
 		if err := r.rep.write(r); err != nil {
 			return err
 		}
+	}
+	if r.visibility {
+		r.measureVisibility()
 	}
 	r.rep.Finished = true
 	return r.rep.write(r)
@@ -172,6 +212,13 @@ func (r *runner) runOnce(s *system, w *workload, run int) []result {
 	if w.Mutates {
 		defer os.RemoveAll(export)
 	}
+	r.scratch = filepath.Join(r.cfg.Work, "run", s.Name, fmt.Sprintf("scratch-%s-%d", w.Name, run))
+	os.RemoveAll(r.scratch)
+	if err := os.MkdirAll(r.scratch, 0o755); err != nil {
+		base[0].Err = err.Error()
+		return base
+	}
+	defer os.RemoveAll(r.scratch)
 	m, err := r.mount(s, export, filepath.Join(r.cfg.Work, "run", s.Name, "mnt"))
 	if err != nil {
 		base[0].Err = err.Error()

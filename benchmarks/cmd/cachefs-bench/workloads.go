@@ -10,16 +10,23 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // A workload runs its phases, each timed on its own, on one fresh mount.
 type workload struct {
 	Name string
 	// Input is the data copied into each system's export before it is
-	// mounted ("tree", "gosrc", "bigdir"); empty: an empty export.
+	// mounted ("tree", "gosrc", "ember", "bigdir"); empty: an empty
+	// export. Inputs are made before the first system is measured; a
+	// workload whose input cannot be made is skipped with the reason.
 	Input string
 	// Mutates makes every run start from a new empty export.
 	Mutates bool
+	// Network marks a workload whose input is fetched the first time
+	// (ember's npm packages); it is not in --quick's default set.
+	Network bool
 	Phases  []phase
 	// Verify, if set, checks the export after the unmount and returns
 	// a summary that must agree across systems.
@@ -40,6 +47,8 @@ var workloads = []workload{
 		{Name: "stat walk cold", Run: runStatWalk}, {Name: "stat walk warm", Run: runStatWalk}}},
 	{Name: "golist", Input: "gosrc", Phases: []phase{
 		{Name: "go list cold", Run: runGoList}, {Name: "go list warm", Run: runGoList}}},
+	{Name: "ember", Input: "ember", Network: true, Phases: []phase{
+		{Name: "ember build cold", Run: runEmberBuild}, {Name: "ember build warm", Run: runEmberBuild}}},
 	{Name: "untar", Mutates: true, Phases: []phase{{Name: "untar", Run: runUntar}}, Verify: countEntries},
 	{Name: "grep", Input: "tree", Phases: []phase{
 		{Name: "grep -r cold", Run: runGrep}, {Name: "grep -r warm", Run: runGrep}}},
@@ -57,11 +66,16 @@ func findWorkload(name string) (*workload, error) {
 	return nil, fmt.Errorf("unknown workload %q", name)
 }
 
-// command runs name in dir and returns its standard output.
+// command runs name in dir and returns its standard output. It runs in
+// a process group of its own, which is killed when ctx ends, so that
+// helpers it started (ember's workers) do not keep the mount busy.
 func command(ctx context.Context, dir string, env []string, name string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
