@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -252,6 +253,12 @@ func (c *Client) conn(ctx context.Context) (*clientConn, uint64, error) {
 	if closed {
 		return nil, 0, syscall.ENOTCONN
 	}
+	if cc != nil && cc.failed() {
+		// Failing: its close is about to hand it to lost, which starts
+		// the wait for a new one.
+		runtime.Gosched()
+		return c.conn(ctx)
+	}
 	if cc != nil {
 		return cc, epoch, nil
 	}
@@ -281,15 +288,16 @@ func (c *Client) Call(ctx context.Context, op Op, req, resp any) error {
 
 func (c *Client) call(ctx context.Context, op Op, req, resp any) error {
 	cc, epoch, err := c.conn(ctx)
+	id := c.nextID.Add(1) // kept across attempts: the host runs a repeat once
 	for attempt := 0; ; attempt++ {
 		if err != nil {
 			return err
 		}
-		err = cc.roundTrip(ctx, op, c.nextID.Add(1), req, resp)
+		err = cc.roundTrip(ctx, op, id, req, resp)
 		if !errors.Is(err, errConnLost) {
 			return err
 		}
-		if !idempotent(op) || attempt >= 3 {
+		if !c.mayRepeat(op) || attempt >= 3 {
 			return syscall.EIO
 		}
 		var now uint64
@@ -323,7 +331,18 @@ func (c *Client) Drop() {
 	}
 }
 
-// idempotent ops may be sent again when their reply was lost.
+// mayRepeat reports whether op may be sent again when its reply was
+// lost: every op where the host keeps replies for repeats (FeatReplay),
+// else only the idempotent ones.
+func (c *Client) mayRepeat(op Op) bool {
+	c.mu.Lock()
+	replay := c.hello.Features&FeatReplay != 0
+	c.mu.Unlock()
+	return replay || idempotent(op)
+}
+
+// idempotent ops may be sent again when their reply was lost, even to a
+// host without FeatReplay.
 func idempotent(op Op) bool {
 	switch op {
 	case OpPing, OpLookup, OpGetattr, OpReadlink, OpRead, OpWrite, OpFlush, OpFsync,

@@ -174,8 +174,15 @@ func (cc *clientConn) close(err error) {
 	cc.pending = nil
 	cc.mu.Unlock()
 	cc.conn.Close()
+	cc.c.lost(cc, err) // before the calls retry: they must wait for the next
 	for _, ch := range pending {
 		ch <- reply{err: errConnLost}
 	}
-	cc.c.lost(cc, err)
+}
+
+// failed reports whether the connection has failed.
+func (cc *clientConn) failed() bool {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.err != nil
 }

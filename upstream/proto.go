@@ -80,10 +80,11 @@ const (
 	FeatReaddirPlus uint64 = 1 << iota // Readdir may return attributes
 	FeatEvents                         // host pushes events
 	FeatResume                         // sessions survive reconnects
+	FeatReplay                         // requests repeated after a reconnect run once (replay.go)
 )
 
 // AllFeatures is what this build supports.
-const AllFeatures = FeatReaddirPlus | FeatEvents | FeatResume
+const AllFeatures = FeatReaddirPlus | FeatEvents | FeatResume | FeatReplay
 
 // RootID is the node id of the export root in every session.
 const RootID = 1

@@ -68,6 +68,7 @@ type Server struct {
 	fds        *fdCache
 	useHandles atomic.Bool
 	requests   atomic.Uint64
+	replayed   atomic.Uint64     // repeated requests answered from a session's replay cache
 	watchers   *invalidation.Hub // immutable: hands sessions their watchers
 
 	mu       sync.Mutex // protects sessions and conns
@@ -210,6 +211,7 @@ func (s *Server) Close() error {
 // Stats are counters of the server.
 type ServerStats struct {
 	Requests  uint64
+	Replayed  uint64 // repeated requests answered with their first reply (replay.go)
 	Sessions  int
 	Nodes     int
 	CachedFDs int
@@ -219,7 +221,7 @@ type ServerStats struct {
 }
 
 func (s *Server) Stats() ServerStats {
-	st := ServerStats{Requests: s.requests.Load(), CachedFDs: s.fds.len(),
+	st := ServerStats{Requests: s.requests.Load(), Replayed: s.replayed.Load(), CachedFDs: s.fds.len(),
 		OpenedFDs: s.fds.opened.Load(), Evictions: s.fds.evicted.Load(), Watch: s.watchers.Stats()}
 	s.mu.Lock()
 	defer s.mu.Unlock()

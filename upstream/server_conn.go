@@ -189,18 +189,55 @@ func (sc *serverConn) welcome(h Header, req *HelloReq, auth *AuthReq, hostNonce 
 
 func (sc *serverConn) handle(h Header, hd handler, payload []byte) {
 	sc.srv.requests.Add(1)
+	if pure(h.Op) {
+		sc.reply(h, hd, payload)
+		return
+	}
+	rc := sc.sess.replay
+	for {
+		e, first := rc.begin(h.ID)
+		if first {
+			if frame := sc.reply(h, hd, payload); frame != nil {
+				rc.finish(h.ID, e, frame)
+			} else {
+				rc.forgetRunning(h.ID, e)
+			}
+			return
+		}
+		<-e.done // a repeat: the first execution's reply, once it has one
+		if e.frame != nil {
+			sc.srv.replayed.Add(1)
+			sc.send(e.frame)
+			return
+		} // not kept: run it
+	}
+}
+
+// reply runs a request and sends its reply frame, which it returns (nil
+// after a protocol error, which ends the connection instead).
+func (sc *serverConn) reply(h Header, hd handler, payload []byte) []byte {
 	resp, err := sc.call(hd, payload)
 	rh := Header{Kind: KindReply, Op: h.Op, ID: h.ID}
 	if err != nil {
 		var pe *ProtocolError
 		if errors.As(err, &pe) {
 			sc.fatal(err)
-			return
+			return nil
 		}
 		rh.Errno = uint32(sc.toErrno(h.Op, err))
 		resp = nil
 	}
-	if err := sc.write(appendFrame(nil, rh, resp)); err != nil {
+	frame := appendFrame(nil, rh, resp)
+	sc.send(frame)
+	return frame
+}
+
+// send writes a reply frame; a failed write ends the connection.
+func (sc *serverConn) send(frame []byte) {
+	if frame == nil {
+		return
+	}
+	if err := sc.write(frame); err != nil {
 		sc.conn.Close()
 	}
 }

@@ -15,6 +15,9 @@ type session struct {
 	srv   *Server    // immutable
 	nodes *nodeTable // immutable pointer
 	root  *node      // immutable
+	// replay keeps replies for requests repeated after a reconnect
+	// (replay.go); immutable pointer, locks itself.
+	replay *replayCache
 
 	mu      sync.Mutex // protects the following
 	handles map[uint64]*openFile
@@ -44,7 +47,7 @@ type openFile struct {
 
 func newSession(s *Server, id uint64) *session {
 	root := &node{dev: s.rootStat.Dev, ino: s.rootStat.Ino, fmt: unix.S_IFDIR}
-	return &session{id: id, srv: s, nodes: newNodeTable(root), root: root,
+	return &session{id: id, srv: s, nodes: newNodeTable(root), root: root, replay: newReplayCache(),
 		handles: map[uint64]*openFile{}, next: 1}
 }
 
