@@ -38,9 +38,18 @@ type local struct {
 	seenValid bool
 }
 
-// delegated reports whether changes under dir complete in the guest.
-func (fs *FS) delegated(dir *node) bool {
-	return fs.wb != nil && fs.modeOf(dir).WritesBack()
+// delegated reports whether changes under n complete in the guest. A
+// node the guest holds state for stays the guest's once it has no name
+// left (a file unlinked while open): no path tells its mode any more.
+func (fs *FS) delegated(n *node) bool {
+	if fs.wb == nil {
+		return false
+	}
+	if fs.modeOf(n).WritesBack() {
+		return true
+	}
+	_, named := fs.nodes.path(n)
+	return !named && fs.ownedOrLocal(n)
 }
 
 // localAttr returns n's authoritative attributes if the guest has them.

@@ -217,3 +217,75 @@ func TestDelegatedFailureReported(t *testing.T) {
 		t.Errorf("host file changed by a failed write-back: %q", b)
 	}
 }
+
+// TestDelegatedUnlinkedOpenFile truncates and writes a guest-made file
+// that is open but unlinked after a rename elsewhere in the mount (which
+// makes nodes look up their mode again, and an unlinked one has no path
+// to look it up by): the guest still serves it.
+func TestDelegatedUnlinkedOpenFile(t *testing.T) {
+	env := startDelegated(t, t.TempDir(), t.TempDir())
+	p := filepath.Join(env.Mountpoint, "f")
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0644)
+	if err != nil {
+		t.Fatalf("OpenFile: %v", err)
+	}
+	defer f.Close()
+	if _, err := f.Write([]byte("hello")); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	if err := os.Remove(p); err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+	other := filepath.Join(env.Mountpoint, "a")
+	if err := os.WriteFile(other, nil, 0644); err != nil {
+		t.Fatalf("WriteFile: %v", err)
+	}
+	if err := os.Rename(other, other+"2"); err != nil {
+		t.Fatalf("Rename: %v", err)
+	}
+	if err := f.Truncate(2); err != nil {
+		t.Fatalf("Ftruncate of the unlinked file: %v", err)
+	}
+	if _, err := f.WriteAt([]byte("y"), 2); err != nil {
+		t.Fatalf("WriteAt: %v", err)
+	}
+	got := make([]byte, 16)
+	n, _ := f.ReadAt(got, 0)
+	if string(got[:n]) != "hey" {
+		t.Errorf("unlinked file reads %q, want %q", got[:n], "hey")
+	}
+}
+
+// TestDelegatedAttrsAfterWriteBack stats a host file (caching its host
+// attributes), rewrites it in the guest and writes it back: once the
+// guest's copy is dropped, a stat that goes to the daemon shows the
+// written size, not the attributes cached before.
+func TestDelegatedAttrsAfterWriteBack(t *testing.T) {
+	env := startDelegated(t, t.TempDir(), t.TempDir())
+	p := filepath.Join(env.Mountpoint, "f")
+	if err := os.WriteFile(p, nil, 0644); err != nil {
+		t.Fatalf("WriteFile: %v", err)
+	}
+	if failed := env.FS.WriteBack(); len(failed) > 0 {
+		t.Fatalf("write-back failures: %+v", failed)
+	}
+	var stx unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, p, unix.AT_STATX_FORCE_SYNC, unix.STATX_SIZE, &stx); err != nil {
+		t.Fatalf("Statx: %v", err)
+	}
+	if err := os.WriteFile(p, []byte("hello"), 0644); err != nil {
+		t.Fatalf("WriteFile: %v", err)
+	}
+	if failed := env.FS.WriteBack(); len(failed) > 0 {
+		t.Fatalf("write-back failures: %+v", failed)
+	}
+	if err := unix.Statx(unix.AT_FDCWD, p, unix.AT_STATX_FORCE_SYNC, unix.STATX_SIZE, &stx); err != nil {
+		t.Fatalf("Statx: %v", err)
+	}
+	if stx.Size != 5 {
+		t.Errorf("size after write-back: got %d, want 5", stx.Size)
+	}
+	if b, err := os.ReadFile(p); err != nil || string(b) != "hello" {
+		t.Errorf("ReadFile: %q, %v; want hello", b, err)
+	}
+}

@@ -420,6 +420,10 @@ func (w *writeback) dropStagingLocked(n *node) {
 	}
 	os.Remove(filepath.Join(w.dir, l.staging))
 	n.local = nil
+	// Host attributes cached before the write-back are stale now.
+	if up, ok := w.fs.nodes.upOf(n, w.fs.up.Epoch()); ok && up != 0 {
+		w.fs.cache.dropAttr(up)
+	}
 }
 
 // hold stops (or restarts) sending, for tests of what waits.

@@ -6,15 +6,19 @@
 // # Rules
 //
 // A test asserts what Linux does on a local filesystem; the plain
-// directory run is the proof. Tests run one at a time: some set the
-// process umask. A test skips, with the reason, only where the
-// filesystem under it or the caller's privilege lacks a feature (root
-// for chown, fallocate modes).
+// directory run is the proof. Tests may run at once, each in a
+// directory of its own, except those in ProcessWide. A test skips, with
+// the reason, only where the filesystem under it or the caller's
+// privilege lacks a feature (root for chown, fallocate modes).
 //
 // The model is go-fuse's posixtest package and rclone's vfstest.
 package posixtest
 
 import "testing"
+
+// ProcessWide names the tests that change state of the whole process
+// (the umask): they may not run beside other tests.
+var ProcessWide = map[string]bool{"Umask": true}
 
 // All holds every test by name.
 var All = map[string]func(t *testing.T, dir string){
