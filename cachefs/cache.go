@@ -314,7 +314,9 @@ func (c *metaCache) putAttrLocked(up uint64, a *upstream.Attr) {
 }
 
 // xattrAbsent reports whether name is known missing on a node whose
-// attributes are fresh; changes that drop the attributes drop this too.
+// attributes are fresh, or whether the node has no xattrs at all (name
+// ""): the host says so with the attributes (AttrNoXattrs), or said the
+// name was missing since; changes that drop the attributes drop this too.
 func (c *metaCache) xattrAbsent(epoch, up uint64, name string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -322,6 +324,10 @@ func (c *metaCache) xattrAbsent(epoch, up uint64, name string) bool {
 	e, ok := c.attrs.peek(up)
 	if !ok || !c.now().Before(e.expires) {
 		return false
+	}
+	if e.attr.Flags&upstream.AttrNoXattrs != 0 {
+		c.stats.Hits++
+		return true
 	}
 	for _, n := range e.noXattr {
 		if n == name {

@@ -146,14 +146,7 @@ func runShare(t *testing.T, mnt string, names []string) {
 // sharedKnownBugs are modes whose TestSharedFilesConcurrent fails for a
 // cachefs bug not yet fixed, with the reason; CACHEFS_CONFORMANCE_NOSKIP=1
 // runs them anyway.
-var sharedKnownBugs = map[consistency.Mode]string{
-	// dOpen decides that a read-only open goes to the host (no staging
-	// copy) and releases writeback.mu before Open counts the handle as
-	// not passthrough (countPlain); a writer's open in between is given
-	// FOPEN_PASSTHROUGH, and the kernel fails whichever of the two opens
-	// comes second with EIO.
-	consistency.Delegated: "open races: a read-only open and a passthrough open of one file, one fails with EIO",
-}
+var sharedKnownBugs = map[consistency.Mode]string{}
 
 const (
 	sharedFiles   = 4

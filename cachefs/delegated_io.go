@@ -56,16 +56,21 @@ func (fs *FS) openReplyLocked(h *handle, out *fuse.OpenOut) {
 // dOpen opens a file of a delegated subtree: locally if the guest has
 // its contents or it is opened for writing (then its contents are copied
 // from the host first, unless truncated). ok is false for read-only
-// opens of files the host has: those read through the host's data.
+// opens of files the host has: those read through the host's data, and
+// are counted as open not passthrough (countPlain) already.
 func (fs *FS) dOpen(n *node, flags uint32, out *fuse.OpenOut) (fuse.Status, bool) {
 	w := fs.wb
 	writing := flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0
 	w.mu.Lock()
 	has := n.local != nil && n.local.staging != ""
-	w.mu.Unlock()
 	if !has && !writing {
+		// Read from the host: counted now, under the same hold as the
+		// check, so that no writer's open is passed through meanwhile.
+		w.plainOpenLocked(n)
+		w.mu.Unlock()
 		return fuse.OK, false
 	}
+	w.mu.Unlock()
 	if err := fs.localize(n, flags&syscall.O_TRUNC == 0); err != nil {
 		return fs.status(err), true
 	}

@@ -16,32 +16,40 @@ func reopenFlags(flags uint32) uint32 {
 }
 
 func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	if n := fs.nodes.get(in.NodeId); n != nil && fs.wb != nil && fs.delegated(n) {
+	n := fs.nodes.get(in.NodeId)
+	if n == nil {
+		return fuse.Status(syscall.ESTALE)
+	}
+	if fs.wb != nil && fs.delegated(n) {
 		if st, ok := fs.dOpen(n, in.Flags, out); ok {
 			return st
-		}
+		} // else counted as a handle that is not passthrough
+	} else {
+		fs.countPlain(n) // before the host has it: no passthrough open may race
 	}
-	return fs.call(func(epoch uint64) error {
-		n, up, err := fs.nodeUp(in.NodeId, epoch)
+	st := fs.call(func(epoch uint64) error {
+		up, err := fs.upID(n, epoch)
 		if err != nil {
 			return err
 		}
 		out.OpenFlags = fs.openFlags(n)
-		h := &handle{node: n, flags: in.Flags}
-		fs.countPlain(h) // before the host has it: no passthrough open may race
+		h := &handle{node: n, flags: in.Flags, plain: fs.wb != nil}
 		if fs.lazyOpen(n, in.Flags) {
 			out.Fh = fs.handles.add(h)
 			return nil
 		}
 		var resp upstream.OpenResp
 		if err := fs.rpc(upstream.OpOpen, &upstream.OpenReq{Node: up, Flags: in.Flags}, &resp); err != nil {
-			fs.uncountPlain(h)
 			return err
 		}
 		h.up, h.epoch = resp.Handle, epoch
 		out.Fh = fs.handles.add(h)
 		return nil
 	})
+	if !st.Ok() {
+		fs.uncountPlain(n)
+	}
+	return st
 }
 
 // lazyOpen reports whether a read-only open may wait for the first read
@@ -70,8 +78,8 @@ func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out
 		}
 		n := fs.entered(parent, name, &resp.Entry, epoch, &out.EntryOut)
 		fs.nodes.setNoCaps(n, resp.Created)
-		h := &handle{node: n, flags: in.Flags, up: resp.Handle, epoch: epoch}
-		fs.countPlain(h)
+		fs.countPlain(n)
+		h := &handle{node: n, flags: in.Flags, up: resp.Handle, epoch: epoch, plain: fs.wb != nil}
 		out.Fh = fs.handles.add(h)
 		out.OpenFlags = fs.openFlags(n)
 		return nil
@@ -156,7 +164,7 @@ func (fs *FS) release(fh uint64, op upstream.Op) {
 	if h == nil {
 		return
 	}
-	fs.uncountPlain(h)
+	fs.releasePlain(h)
 	h.mu.Lock()
 	up, epoch := h.up, h.epoch
 	h.mu.Unlock()

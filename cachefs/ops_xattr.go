@@ -49,10 +49,14 @@ func (fs *FS) xattrGet(nodeid uint64, op upstream.Op, attr string, dest []byte) 
 		if err != nil {
 			return err
 		}
-		caching := op == upstream.OpGetxattr && fs.mayCacheMeta(n)
+		caching := fs.mayCacheMeta(n)
 		if caching && fs.cache.xattrAbsent(epoch, up, attr) {
+			if op == upstream.OpListxattr {
+				return nil // none: an empty list
+			}
 			return syscall.ENODATA
 		}
+		caching = caching && op == upstream.OpGetxattr
 		var resp upstream.XattrResp
 		if err := fs.rpc(op, &upstream.XattrReq{Node: up, Name: attr, Size: uint32(len(dest))}, &resp); err != nil {
 			if caching && errors.Is(err, syscall.ENODATA) {

@@ -138,28 +138,38 @@ func (w *writeback) plainCloseLocked(n *node) {
 	}
 }
 
-// countPlain counts h, an open file handle that is not passthrough, so
-// that its node is not passed through while it is open.
-func (fs *FS) countPlain(h *handle) {
-	if fs.wb == nil || h.dir {
-		return
-	}
-	fs.wb.mu.Lock()
-	defer fs.wb.mu.Unlock()
-	h.plain = true
-	fs.wb.plainOpenLocked(h.node)
-}
-
-// uncountPlain is countPlain's undo at release.
-func (fs *FS) uncountPlain(h *handle) {
+// countPlain counts an open of n that is not passthrough, before it is
+// made, so that n is not passed through while it is open; the handle
+// made then owns the count (handle.plain). Without write-back there is
+// no passthrough and nothing to count.
+func (fs *FS) countPlain(n *node) {
 	if fs.wb == nil {
 		return
 	}
 	fs.wb.mu.Lock()
 	defer fs.wb.mu.Unlock()
-	if !h.plain {
+	fs.wb.plainOpenLocked(n)
+}
+
+// uncountPlain undoes countPlain for an open that failed.
+func (fs *FS) uncountPlain(n *node) {
+	if fs.wb == nil {
 		return
 	}
-	h.plain = false
-	fs.wb.plainCloseLocked(h.node)
+	fs.wb.mu.Lock()
+	defer fs.wb.mu.Unlock()
+	fs.wb.plainCloseLocked(n)
+}
+
+// releasePlain drops the count a released handle owns, if any.
+func (fs *FS) releasePlain(h *handle) {
+	if fs.wb == nil {
+		return
+	}
+	fs.wb.mu.Lock()
+	defer fs.wb.mu.Unlock()
+	if h.plain {
+		h.plain = false
+		fs.wb.plainCloseLocked(h.node)
+	}
 }

@@ -7,7 +7,7 @@ package upstream
 
 // Version is the protocol version spoken by this build. Version 2 added
 // the second step of the handshake (OpAuth) and HelloResp.Proof.
-const Version = 2
+const Version = 3
 
 // Magic opens every handshake.
 const Magic = "CACHEFS1"
@@ -121,7 +121,15 @@ type Attr struct {
 	Gid     uint32
 	Rdev    uint32
 	Blksize uint32
+	Flags   uint32 // AttrNoXattrs
 }
+
+// Attr.Flags.
+const (
+	// AttrNoXattrs: the file has no extended attributes the guest may
+	// see; set for regular files and directories (server_xinfo.go).
+	AttrNoXattrs uint32 = 1 << 0
+)
 
 // Entry names a node the host has looked up. Each Entry returned counts
 // one reference on the host, dropped by Forget.

@@ -178,7 +178,7 @@ func (ss *session) attrOf(fd int, st *unix.Stat_t) Attr {
 		Ctime: unix.TimespecToNsec(st.Ctim), Mode: st.Mode, Nlink: uint32(st.Nlink),
 		Uid: st.Uid, Gid: st.Gid, Rdev: uint32(st.Rdev), Blksize: uint32(st.Blksize)}
 	if fd >= 0 {
-		a.Mode = ss.srv.keptMode(fd, st)
+		ss.srv.summarize(&a, procPath(fd), true)
 	}
 	if ss.srv.ownerXattr && fd >= 0 && st.Mode&unix.S_IFMT != unix.S_IFLNK {
 		a.Uid, a.Gid = ss.readOwner(fd, a.Uid, a.Gid)
@@ -246,12 +246,12 @@ func (ss *session) entryFor(parent *node, pfd int, name string, st *unix.Stat_t)
 			a = ss.attrOf(r.fd, st)
 			r.release()
 		}
-	case ss.srv.keepsSetid(st.Mode & unix.S_IFMT):
+	default:
 		// By name rather than by an fd of its own, so a listing costs
-		// one call per file; lgetxattr does not follow name, which
-		// holds a regular file unless the host just replaced it (then
-		// the bits are the new file's, like a stat racing a rename).
-		a.Mode |= readSetid(unix.Lgetxattr, procPath(pfd)+"/"+name)
+		// one call per file; llistxattr does not follow name, which
+		// holds what st says unless the host just replaced it (then
+		// the summary is the new file's, like a stat racing a rename).
+		ss.srv.summarize(&a, procPath(pfd)+"/"+name, false)
 	}
 	return Entry{Node: n.id, Attr: a}, nil
 }
