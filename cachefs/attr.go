@@ -74,4 +74,3 @@ func (fs *FS) status2err(st fuse.Status) error {
 	}
 	return syscall.Errno(st)
 }
-

@@ -204,9 +204,23 @@ func (fs *FS) lFsync(h *handle) fuse.Status {
 		return fs.status(err)
 	}
 	if failed := w.wait(); len(failed) > 0 {
-		return fuse.EIO
+		return failureStatus(failed)
 	}
 	return fuse.OK
+}
+
+// failureStatus is the errno fsync reports for write-back failures: the
+// host's lack of space as such (the write-back is stalled, not lost),
+// else EIO.
+func failureStatus(failed []Failure) fuse.Status {
+	for _, f := range failed {
+		for _, e := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT} {
+			if f.Errno == e.Error() {
+				return fuse.Status(e)
+			}
+		}
+	}
+	return fuse.EIO
 }
 
 // lLseek serves SEEK_DATA and SEEK_HOLE on a local file.

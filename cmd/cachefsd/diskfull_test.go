@@ -255,6 +255,15 @@ func TestHostDiskFullDelegated(t *testing.T) {
 	}
 	checkFailureStats(t, p.ctl, "d/b")
 	sameTree(t, "guest after the failed flush", treeOf(t, p.mnt), guest)
+	// fsync waits for the write-back too, and says why it cannot finish.
+	if f, err := os.OpenFile(filepath.Join(p.mnt, "c"), os.O_WRONLY, 0); err != nil {
+		t.Errorf("open c: %v", err)
+	} else {
+		if err := f.Sync(); !errors.Is(err, syscall.ENOSPC) {
+			t.Errorf("fsync with the host full: %v, want ENOSPC", err)
+		}
+		f.Close()
+	}
 
 	if err := os.Remove(filler); err != nil {
 		t.Fatalf("Remove filler: %v", err)
