@@ -19,6 +19,9 @@
 // watched subtree (directories created later are added as they appear),
 // so only registered subtrees cost watches, but each one does, against
 // fs.inotify.max_user_watches; each watcher has an inotify fd of its own.
+// What happens in a new directory before its watch is added goes unseen
+// (a guest that listed it in that window keeps a stale listing until
+// its cache TTL); fanotify has no such window.
 //
 // The fanotify group (fanotify*.go) is one fd for the whole Hub, with no
 // per-directory cost: FAN_REPORT_DFID_NAME and a FAN_MARK_FILESYSTEM
@@ -37,8 +40,9 @@
 // (create, modify, attrib, delete; delete first if the name exists
 // again). FAN_CLOSE_WRITE counts as Modify (writes through mmap) unless
 // this process closed the file: the server's own closes change nothing.
-// A tree on a filesystem the group cannot mark falls back to an inotify
-// Watcher of that consumer. Paths are resolved when the event is read,
+// A tree on a filesystem the group cannot mark, or whose path differs
+// from the one its own handle resolves to (reached through a bind
+// mount), falls back to an inotify Watcher of that consumer. Paths are resolved when the event is read,
 // not when it happened, so an event may be attributed by where its
 // directory is now.
 //
