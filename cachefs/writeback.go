@@ -280,6 +280,9 @@ func (w *writeback) ops(batch []*record) ([]upstream.WBOp, []int) {
 	sizes := make([]int, len(batch))
 	for i, r := range batch {
 		before := len(ops)
+		if n := len(ops); n > 0 && r.Staging == "" && mergeSetattr(&ops[n-1], &r.Op) {
+			continue // sizes[i] is 0: the op before carries it
+		}
 		if r.Staging == "" {
 			ops = append(ops, r.Op)
 		} else {
@@ -288,6 +291,44 @@ func (w *writeback) ops(batch []*record) ([]upstream.WBOp, []int) {
 		sizes[i] = len(ops) - before
 	}
 	return ops, sizes
+}
+
+// mergeSetattr folds setattr op b into a, the op before it, if both
+// change the attributes of one path and applying them as one (the
+// server's order: size, mode, owner, times) ends the same as in turn:
+// not a size change after others (truncation sets the times), not a
+// set-id mode after an owner change (which drops set-id bits).
+func mergeSetattr(a, b *upstream.WBOp) bool {
+	if a.Kind != upstream.WBSetattr || b.Kind != upstream.WBSetattr || a.Path != b.Path {
+		return false
+	}
+	if b.Valid&upstream.SetSize != 0 && a.Valid != 0 {
+		return false
+	}
+	if b.Valid&upstream.SetMode != 0 && b.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 &&
+		a.Valid&(upstream.SetUid|upstream.SetGid) != 0 {
+		return false
+	}
+	a.Valid |= b.Valid
+	if b.Valid&upstream.SetMode != 0 {
+		a.Mode = b.Mode
+	}
+	if b.Valid&upstream.SetUid != 0 {
+		a.Uid = b.Uid
+	}
+	if b.Valid&upstream.SetGid != 0 {
+		a.Gid = b.Gid
+	}
+	if b.Valid&upstream.SetSize != 0 {
+		a.Size = b.Size
+	}
+	if b.Valid&upstream.SetAtime != 0 {
+		a.Atime = b.Atime
+	}
+	if b.Valid&upstream.SetMtime != 0 {
+		a.Mtime = b.Mtime
+	}
+	return true
 }
 
 // dataOps reads a staging file into WBWrite ops of at most wbChunk

@@ -23,10 +23,18 @@ func (ss *session) apply(req *ApplyReq, resp *ApplyResp) error {
 	}
 	resp.Errnos = make([]uint32, len(req.Ops))
 	resp.Inos = make([]uint64, len(req.Ops))
+	w := &dirWalker{ss: ss, fds: map[string]int{}}
+	defer w.reset()
 	for i := range req.Ops {
-		err := ss.applyOne(&req.Ops[i])
+		op := &req.Ops[i]
+		err := ss.applyOne(w, op)
+		if op.Kind == WBRename || op.Kind == WBRmdir {
+			w.reset() // directories may have moved or gone
+		}
 		if err == nil {
-			resp.Inos[i] = ss.inoAt(req.Ops[i].Path)
+			if op.Kind <= WBSymlink {
+				resp.Inos[i] = w.inoAt(op.Path)
+			}
 			continue
 		}
 		resp.Errnos[i] = uint32(toErrno(err))
@@ -41,12 +49,11 @@ func (ss *session) apply(req *ApplyReq, resp *ApplyResp) error {
 }
 
 // inoAt returns the inode number at path, or 0.
-func (ss *session) inoAt(path string) uint64 {
-	dfd, name, err := ss.walkParent(path)
+func (w *dirWalker) inoAt(path string) uint64 {
+	dfd, name, err := w.parent(path)
 	if err != nil {
 		return 0
 	}
-	defer unix.Close(dfd)
 	var st unix.Stat_t
 	if unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
 		return 0
@@ -61,36 +68,74 @@ func toErrno(err error) unix.Errno {
 	return unix.EIO
 }
 
-// walkParent opens the directory holding path's last component and
-// returns it with that name. The caller closes the fd.
-func (ss *session) walkParent(path string) (int, string, error) {
-	parts := strings.Split(path, "/")
-	name := parts[len(parts)-1]
+// dirWalker opens the directories of one apply request's paths beneath
+// the export root, one component at a time (O_PATH, O_DIRECTORY,
+// O_NOFOLLOW: no symlink is followed, no absolute path built), and keeps
+// each open for the rest of the request: a batch's ops mostly share
+// their directories. Renames and rmdirs empty it (apply), as they may
+// move or remove a directory it holds; so does reaching maxWalkerFDs.
+type dirWalker struct {
+	ss  *session
+	fds map[string]int // directory path ("" is the root) -> O_PATH fd
+}
+
+const maxWalkerFDs = 256
+
+// parent returns the fd of the directory holding path's last component,
+// and that name. The fd is the walker's: valid until its next reset.
+func (w *dirWalker) parent(path string) (int, string, error) {
+	dir, name := "", path
+	if i := strings.LastIndexByte(path, '/'); i >= 0 {
+		dir, name = path[:i], path[i+1:]
+		if dir == "" {
+			return -1, "", unix.EINVAL // an empty component: "/abs"
+		}
+	}
 	if err := validName(name); err != nil {
 		return -1, "", err
 	}
-	r, err := ss.nodeFD(ss.root)
-	if err != nil {
-		return -1, "", err
+	fd, err := w.dir(dir)
+	return fd, name, err
+}
+
+// dir opens directory path (relative to the root; "" is the root).
+func (w *dirWalker) dir(path string) (int, error) {
+	if fd, ok := w.fds[path]; ok {
+		return fd, nil
 	}
-	fd, err := unix.Dup(r.fd)
-	r.release()
-	if err != nil {
-		return -1, "", err
+	if len(w.fds) >= maxWalkerFDs {
+		w.reset()
 	}
-	for _, p := range parts[:len(parts)-1] {
-		if err := validName(p); err != nil {
-			unix.Close(fd)
-			return -1, "", err
-		}
-		next, err := unix.Openat(fd, p, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		unix.Close(fd)
+	var fd int
+	if path == "" {
+		r, err := w.ss.nodeFD(w.ss.root)
 		if err != nil {
-			return -1, "", err
+			return -1, err
 		}
-		fd = next
+		fd, err = unix.Dup(r.fd)
+		r.release()
+		if err != nil {
+			return -1, err
+		}
+	} else {
+		pfd, name, err := w.parent(path)
+		if err != nil {
+			return -1, err
+		}
+		if fd, err = unix.Openat(pfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err != nil {
+			return -1, err
+		}
 	}
-	return fd, name, nil
+	w.fds[path] = fd
+	return fd, nil
+}
+
+// reset closes every directory the walker holds.
+func (w *dirWalker) reset() {
+	for p, fd := range w.fds {
+		unix.Close(fd)
+		delete(w.fds, p)
+	}
 }
 
 // markPath suppresses the host events of a write-back op.
@@ -101,12 +146,11 @@ func (ss *session) markPath(dfd int, name string, ops ...invalidation.Op) {
 	}
 }
 
-func (ss *session) applyOne(op *WBOp) error {
-	dfd, name, err := ss.walkParent(op.Path)
+func (ss *session) applyOne(w *dirWalker, op *WBOp) error {
+	dfd, name, err := w.parent(op.Path)
 	if err != nil {
 		return err
 	}
-	defer unix.Close(dfd)
 	switch op.Kind {
 	case WBMkdir:
 		ss.markPath(dfd, name, invalidation.Create, invalidation.Attrib)
@@ -149,12 +193,12 @@ func (ss *session) applyOne(op *WBOp) error {
 		}
 		return nil
 	case WBRename:
-		return ss.applyRename(dfd, name, op)
+		return ss.applyRename(w, dfd, name, op)
 	case WBSetattr:
 		ss.markPath(dfd, name, invalidation.Attrib, invalidation.Modify)
 		return ss.applyWBSetattr(dfd, name, op)
 	case WBLink:
-		return ss.applyLink(dfd, name, op)
+		return ss.applyLink(w, dfd, name, op)
 	}
 	return unix.EINVAL
 }
@@ -255,16 +299,15 @@ func (ss *session) chmodNoFollow(dfd int, name string, f func(fmt, mode uint32) 
 	return nil
 }
 
-func (ss *session) applyRename(dfd int, name string, op *WBOp) error {
+func (ss *session) applyRename(w *dirWalker, dfd int, name string, op *WBOp) error {
 	flags, err := renameFlags(op.Flags)
 	if err != nil {
 		return err
 	}
-	nfd, newName, err := ss.walkParent(op.Path2)
+	nfd, newName, err := w.parent(op.Path2)
 	if err != nil {
 		return err
 	}
-	defer unix.Close(nfd)
 	ss.markPath(dfd, name, invalidation.MoveFrom)
 	ss.markPath(nfd, newName, invalidation.MoveTo)
 	err = unix.Renameat2(dfd, name, nfd, newName, flags)
@@ -274,12 +317,11 @@ func (ss *session) applyRename(dfd int, name string, op *WBOp) error {
 	return err
 }
 
-func (ss *session) applyLink(dfd int, name string, op *WBOp) error {
-	nfd, newName, err := ss.walkParent(op.Path2)
+func (ss *session) applyLink(w *dirWalker, dfd int, name string, op *WBOp) error {
+	nfd, newName, err := w.parent(op.Path2)
 	if err != nil {
 		return err
 	}
-	defer unix.Close(nfd)
 	ss.markPath(nfd, newName, invalidation.Create)
 	err = unix.Linkat(dfd, name, nfd, newName, 0)
 	if err == unix.EEXIST {
