@@ -304,6 +304,18 @@ func (r *runner) measure(s *system, w *workload, p phase, m *mount, run int) res
 	return res
 }
 
+// mountAt returns the active mount whose workloads run in dir.
+func (r *runner) mountAt(dir string) *mount {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for m := range r.active {
+		if m.Dir == dir {
+			return m
+		}
+	}
+	return nil
+}
+
 func (r *runner) track(m *mount) {
 	r.mu.Lock()
 	r.active[m] = true
