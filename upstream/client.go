@@ -230,11 +230,19 @@ func (c *Client) redial() {
 		err := c.connect(ctx)
 		cancel()
 		if err == nil {
-			c.mu.Lock()
-			c.redialer = false
-			c.mu.Unlock()
 			c.opts.Logf("cachefs: reconnected to host")
-			return
+			c.mu.Lock()
+			// A connection lost between its install and here found this
+			// redialer still running and started none: keep going.
+			again := c.cur == nil && !c.closed
+			if !again {
+				c.redialer = false
+			}
+			c.mu.Unlock()
+			if !again {
+				return
+			}
+			continue
 		}
 		if errors.Is(err, ErrAuth) && err.Error() != lastAuth {
 			c.opts.Logf("cachefs: reconnecting: %v", err) // once per reason: it may last
