@@ -492,6 +492,10 @@ func (fs *FS) dSetattr(n *node, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Stat
 	if err := w.roomLocked(); err != nil {
 		return fs.status(err)
 	}
+	// Writes passed through before this change (their release may come
+	// after it: FUSE sends RELEASE asynchronously) are taken in first,
+	// so that they cannot override the times set here.
+	w.refreshLocked(n)
 	req := setattrReq(in, 0)
 	l := &n.local.attr
 	now := nowNs()
