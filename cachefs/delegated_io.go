@@ -168,11 +168,31 @@ func (fs *FS) queueDataLocked(h *handle) {
 	fs.wb.addLocked(op, l.staging, h.node)
 }
 
+// lFlush queues what h wrote for write-back at close(2), which waits for
+// FLUSH (RELEASE comes later, asynchronously): a flush that starts after
+// close returns finds it queued.
+func (fs *FS) lFlush(h *handle) {
+	w := fs.wb
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.refreshLocked(h.node)
+	if !h.dirty {
+		return
+	}
+	fs.queueDataLocked(h)
+	if l := h.node.local; h.pt && l != nil && l.seenValid {
+		h.flushed, h.flushedOK = l.seen, true
+	}
+}
+
 func (fs *FS) lRelease(h *handle) {
 	w := fs.wb
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.refreshLocked(h.node)
+	if l := h.node.local; h.pt && !h.dirty && h.flushedOK && (!l.seenValid || l.seen != h.flushed) {
+		h.dirty = true // written through a shared descriptor after the flush
+	}
 	fs.queueDataLocked(h)
 	switch {
 	case h.pt:

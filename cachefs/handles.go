@@ -29,6 +29,11 @@ type handle struct {
 	pt    bool
 	dirty bool
 	plain bool
+	// flushed: the staging file as queued at the last FLUSH (valid if
+	// flushedOK); a passthrough handle is written back again at release
+	// only if the file changed since.
+	flushed   stamp
+	flushedOK bool
 }
 
 type handleTable struct {

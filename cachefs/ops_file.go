@@ -130,8 +130,11 @@ func (fs *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 	if h == nil {
 		return fuse.EBADF
 	}
+	if h.lf != nil {
+		fs.lFlush(h)
+	}
 	if !fs.nodes.hasLocks(h.node) {
-		return fuse.OK // a local handle's data is queued for write-back at release
+		return fuse.OK
 	}
 	return fs.withHandle(in.Fh, func(_ *handle, up uint64) error {
 		req := &upstream.LockReq{Handle: up, Owner: in.LockOwner,
