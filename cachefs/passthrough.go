@@ -24,13 +24,14 @@ import (
 // Writes do not reach the daemon, so the staging file is the truth for
 // size and modification time while passthrough handles are open
 // (refreshLocked), and a handle opened for writing is written back at
-// release as if written. Limit: a shared writable mapping outlives the
+// its close (FLUSH) as if written, and again at release only if the file
+// changed since. Limit: a shared writable mapping outlives the
 // file's release; what is written through it after the write-back of
 // that release has finished does not reach the host.
 
 // stamp is what the guest last saw of a staging file.
 type stamp struct {
-	size, mtime, blocks int64
+	size, mtime int64
 }
 
 // initPassthrough enables passthrough if the kernel offers it and the
@@ -100,7 +101,7 @@ func (w *writeback) refreshLocked(n *node) {
 	if syscall.Stat(filepath.Join(w.dir, l.staging), &st) != nil {
 		return
 	}
-	now := stamp{size: st.Size, mtime: st.Mtim.Nano(), blocks: st.Blocks}
+	now := stamp{size: st.Size, mtime: st.Mtim.Nano()}
 	l.attr.Blocks = uint64(st.Blocks)
 	if !l.seenValid {
 		l.seen, l.seenValid = now, true
@@ -117,12 +118,11 @@ func (w *writeback) refreshLocked(n *node) {
 	l.seen = now
 }
 
-// seenLocked records n's staging file as seen after a change the daemon
-// made itself (and accounted for). Needs w.mu.
+// seenLocked records that the daemon changed n's staging file itself and
+// accounted for it in n's attributes: the next refresh takes the file as
+// it then is for its baseline, without a stat per write now. Needs w.mu.
 func (w *writeback) seenLocked(n *node) {
-	l := n.local
-	l.seenValid = false
-	w.refreshLocked(n)
+	n.local.seenValid = false
 }
 
 // plainOpenLocked counts an open handle of n that is not passthrough.
