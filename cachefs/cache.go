@@ -21,6 +21,7 @@ import (
 // invalidated meanwhile.
 type metaCache struct {
 	ttl   time.Duration    // immutable
+	pin   func(n *node)    // immutable: called under mu
 	unpin func(n *node)    // immutable: called under mu
 	now   func() time.Time // immutable
 
@@ -54,6 +55,9 @@ type dirCache struct {
 	order    []string  // listing order, when complete
 	expires  time.Time // of the listing
 	cost     int
+	// snap is the listing as directory handles are served it, made on
+	// the first open after a change and shared until the next one.
+	snap *dirSnap
 }
 
 // dentry is a cached name; a nil node means the name does not exist,
@@ -78,14 +82,14 @@ const (
 	dentryCost = 240
 )
 
-func newMetaCache(ttl time.Duration, lim CacheLimits, unpin func(*node)) *metaCache {
+func newMetaCache(ttl time.Duration, lim CacheLimits, pin, unpin func(*node)) *metaCache {
 	if lim.DirBytes == 0 {
 		lim.DirBytes = 64 << 20
 	}
 	if lim.AttrBytes == 0 {
 		lim.AttrBytes = 16 << 20
 	}
-	c := &metaCache{ttl: ttl, unpin: unpin, now: time.Now, gens: map[uint64]uint64{}}
+	c := &metaCache{ttl: ttl, pin: pin, unpin: unpin, now: time.Now, gens: map[uint64]uint64{}}
 	c.dirs = newCostLRU[uint64, *dirCache](lim.DirBytes, func(d *dirCache) int { return d.cost }, c.evictDir)
 	c.attrs = newCostLRU[uint64, attrEntry](lim.AttrBytes, func(attrEntry) int { return attrCost }, nil)
 	return c
@@ -94,6 +98,7 @@ func newMetaCache(ttl time.Duration, lim CacheLimits, unpin func(*node)) *metaCa
 // evictDir unpins a directory's names. Runs under mu.
 func (c *metaCache) evictDir(dir uint64, d *dirCache) {
 	c.setGenLocked(dir, d.gen)
+	c.dropSnapLocked(d)
 	for _, de := range d.names {
 		if de.node != nil {
 			c.unpin(de.node)
@@ -226,6 +231,7 @@ func (c *metaCache) putName(epoch, dir, gen uint64, name string, n *node, a *ups
 
 // setNameLocked replaces a name, unpinning the node it held.
 func (c *metaCache) setNameLocked(d *dirCache, name string, de dentry) {
+	c.dropSnapLocked(d)
 	old, had := d.names[name]
 	if had && old.node != nil {
 		c.unpin(old.node)
@@ -237,22 +243,32 @@ func (c *metaCache) setNameLocked(d *dirCache, name string, de dentry) {
 	}
 }
 
-// listing returns dir's whole listing if cached and fresh.
-func (c *metaCache) listing(epoch, dir uint64) ([]string, map[string]dentry, bool) {
+// listing returns dir's whole listing if cached and fresh, held for the
+// caller until it calls release.
+func (c *metaCache) listing(epoch, dir uint64) (*dirSnap, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.syncLocked(epoch)
 	d, ok := c.dirs.get(dir)
 	if !ok || !d.complete || !c.now().Before(d.expires) {
 		c.stats.Misses++
-		return nil, nil, false
+		return nil, false
 	}
 	c.stats.Hits++
-	names := make(map[string]dentry, len(d.order))
-	for _, name := range d.order {
-		names[name] = d.names[name]
+	if d.snap == nil {
+		d.snap = newDirSnap(d.order, d.names, c.pin)
 	}
-	return d.order, names, true
+	d.snap.refs.Add(1)
+	return d.snap, true
+}
+
+// dropSnapLocked lets go of the cache's hold on d's shared listing,
+// which handles may still be reading.
+func (c *metaCache) dropSnapLocked(d *dirCache) {
+	if d.snap != nil {
+		d.snap.release(c.unpin)
+		d.snap = nil
+	}
 }
 
 // putListing caches dir's whole listing: names in order, nodes[i] and
@@ -268,6 +284,7 @@ func (c *metaCache) putListing(epoch, dir, gen uint64, names []string, nodes []*
 		return false
 	}
 	exp := c.now().Add(c.ttl)
+	c.dropSnapLocked(d)
 	for name, de := range d.names {
 		if de.node != nil {
 			c.unpin(de.node)

@@ -9,9 +9,16 @@ import (
 
 // testCache returns a cache whose unpins are counted per node id.
 func testCache(lim CacheLimits) (*metaCache, map[uint64]int) {
-	unpins := map[uint64]int{}
-	c := newMetaCache(time.Hour, lim, func(n *node) { unpins[n.id]++ })
+	c, _, unpins := testCachePins(lim)
 	return c, unpins
+}
+
+// testCachePins returns a cache whose pins and unpins are counted per
+// node id.
+func testCachePins(lim CacheLimits) (*metaCache, map[uint64]int, map[uint64]int) {
+	pins, unpins := map[uint64]int{}, map[uint64]int{}
+	c := newMetaCache(time.Hour, lim, func(n *node) { pins[n.id]++ }, func(n *node) { unpins[n.id]++ })
+	return c, pins, unpins
 }
 
 func TestCacheNames(t *testing.T) {
@@ -67,9 +74,39 @@ func TestCacheListingAnswersNegatives(t *testing.T) {
 	if de, ok := c.lookup(1, 5, "y"); !ok || de.node != nil {
 		t.Errorf("lookup of a name absent from a complete listing = %+v, %v; want negative hit", de, ok)
 	}
-	names, _, ok := c.listing(1, 5)
-	if !ok || len(names) != 2 {
-		t.Errorf("listing = %v, %v", names, ok)
+	s, ok := c.listing(1, 5)
+	if !ok || len(s.names) != 2 {
+		t.Fatalf("listing = %v, %v", s, ok)
+	}
+}
+
+// Opens of a cached directory share one listing: no pin per entry per
+// open, and its nodes stay pinned until the cache and every handle let
+// go, even after the directory changed.
+func TestCacheListingShared(t *testing.T) {
+	c, pins, unpins := testCachePins(CacheLimits{})
+	x := &node{id: 3, up: 30}
+	if !c.putListing(1, 5, c.dirGen(1, 5), []string{".", "x"}, []*node{nil, x}, make([]upstream.Attr, 2)) {
+		t.Fatal("putListing refused")
+	}
+	s1, _ := c.listing(1, 5)
+	s2, _ := c.listing(1, 5)
+	if s1 != s2 || pins[3] != 1 {
+		t.Fatalf("two opens: same snapshot %v, %d pins of x; want one shared snapshot, 1 pin", s1 == s2, pins[3])
+	}
+	s1.release(c.unpin)
+	// A change makes the next open see a new listing; the old one is
+	// still whole for the handle reading it.
+	c.putName(1, 5, c.dirGen(1, 5), "y", &node{id: 4, up: 40}, &upstream.Attr{})
+	if unpins[3] != 0 {
+		t.Fatalf("x unpinned %d times while a handle reads the old listing", unpins[3])
+	}
+	if s2.ents["x"].node != x || len(s2.names) != 2 {
+		t.Errorf("old listing changed under its handle: %v", s2.names)
+	}
+	s2.release(c.unpin)
+	if unpins[3] != 1 {
+		t.Errorf("x unpinned %d times after the last holder let go, want 1", unpins[3])
 	}
 }
 

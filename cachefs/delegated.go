@@ -584,6 +584,7 @@ func (fs *FS) dListing(dir *node) (*dirSnap, bool) {
 		s.names = append(s.names, name)
 		s.ents[name] = de
 	}
+	s.refs.Store(1)
 	return s, true
 }
 

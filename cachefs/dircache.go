@@ -1,6 +1,8 @@
 package cachefs
 
 import (
+	"sync/atomic"
+
 	"github.com/cachefs/cachefs/upstream"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -12,11 +14,41 @@ import (
 // maxCachedListing bounds the directories whose listing is cached.
 const maxCachedListing = 250000
 
-// dirSnap is a cached listing that a directory handle is served from.
-// Each node in it is pinned by the handle until release.
+// dirSnap is a listing that directory handles are served from; it is
+// never changed once made. Each node in it is pinned until the last of
+// its holders (handles and, for a cached listing still current, the
+// cache) lets go: opening a cached directory costs no work per entry.
 type dirSnap struct {
 	names []string
 	ents  map[string]dentry
+	refs  atomic.Int32 // holders; a holder may add one, the last releases
+}
+
+// newDirSnap copies a listing (names in order, entries by name), pins
+// its nodes and returns it held once.
+func newDirSnap(order []string, names map[string]dentry, pin func(*node)) *dirSnap {
+	s := &dirSnap{names: order, ents: make(map[string]dentry, len(order))}
+	for _, name := range order {
+		de := names[name]
+		s.ents[name] = de
+		if de.node != nil {
+			pin(de.node)
+		}
+	}
+	s.refs.Store(1)
+	return s
+}
+
+// release drops one hold; the last one unpins the nodes.
+func (s *dirSnap) release(unpin func(*node)) {
+	if s.refs.Add(-1) != 0 {
+		return
+	}
+	for _, de := range s.ents {
+		if de.node != nil {
+			unpin(de.node)
+		}
+	}
 }
 
 // dirFill gathers a listing while a directory is read through the host.
@@ -31,16 +63,11 @@ type dirFill struct {
 
 // openSnap returns a handle on dir's cached listing, if there is one.
 func (fs *FS) openSnap(n *node, up, epoch uint64) *handle {
-	names, ents, ok := fs.cache.listing(epoch, up)
+	snap, ok := fs.cache.listing(epoch, up)
 	if !ok {
 		return nil
 	}
-	for _, de := range ents {
-		if de.node != nil {
-			fs.nodes.pin(de.node)
-		}
-	}
-	h := &handle{node: n, dir: true, epoch: epoch, snap: &dirSnap{names: names, ents: ents}}
+	h := &handle{node: n, dir: true, epoch: epoch, snap: snap}
 	fs.handles.add(h)
 	return h
 }
@@ -76,14 +103,8 @@ func (fs *FS) readSnap(h *handle, s *dirSnap, off uint64, out *fuse.DirEntryList
 	}
 }
 
-// releaseSnap unpins a snapshot's nodes.
-func (fs *FS) releaseSnap(s *dirSnap) {
-	for _, de := range s.ents {
-		if de.node != nil {
-			fs.unpin(de.node)
-		}
-	}
-}
+// releaseSnap lets go of a handle's hold on its listing.
+func (fs *FS) releaseSnap(s *dirSnap) { s.release(fs.unpin) }
 
 // gather adds an entry given to the kernel to the listing being filled;
 // n is nil for "." and "..". Needs h.mu.

@@ -87,7 +87,7 @@ func New(opts Options) (*FS, error) {
 	fs.ttl = opts.CacheTTL
 	fs.forgets = newForgetQueue(fs)
 	fs.nodes.dropRefs = fs.forgets.add
-	fs.cache = newMetaCache(fs.ttl, opts.CacheLimits, fs.unpin)
+	fs.cache = newMetaCache(fs.ttl, opts.CacheLimits, fs.nodes.pin, fs.unpin)
 	fs.actPending.m = map[kernelName]actPend{}
 	fs.watches.byReg = map[uint64]*node{}
 	if !opts.NoActuator {

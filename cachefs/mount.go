@@ -1,6 +1,7 @@
 package cachefs
 
 import (
+	"log"
 	"os"
 	"path/filepath"
 
@@ -9,8 +10,10 @@ import (
 
 // MountOptions configure the kernel mount. The zero value works.
 type MountOptions struct {
-	// Debug logs every FUSE request.
-	Debug bool
+	// Debug logs every FUSE request, to Logger (nil: the standard
+	// logger).
+	Debug  bool
+	Logger *log.Logger
 	// Name shows as the mount's source in /proc/mounts. Empty: "cachefs".
 	Name string
 }
@@ -35,6 +38,7 @@ func Mount(fs *FS, dir string, o MountOptions) (*fuse.Server, error) {
 		MaxBackground: 64,
 		EnableLocks:   true,
 		Debug:         o.Debug,
+		Logger:        o.Logger,
 		// The kernel asks before each write whether security.capability
 		// must go, unless the server handles killpriv itself.
 		ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_ATOMIC_O_TRUNC,

@@ -36,6 +36,7 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 		h := &handle{node: n, flags: in.Flags, plain: fs.wb != nil}
 		if fs.lazyOpen(n, in.Flags) {
 			out.Fh = fs.handles.add(h)
+			out.OpenFlags |= fs.noFlush(n)
 			return nil
 		}
 		var resp upstream.OpenResp
@@ -120,6 +121,19 @@ func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint
 		return err
 	})
 	return written, st
+}
+
+// noFlush returns FOPEN_NOFLUSH for a lazy read-only open of a file
+// with no advisory locks taken on it in this mount: its close(2) then
+// costs no FLUSH request, as Flush would have nothing to do. Locks
+// taken later through such an open end at its release (the host drops
+// an owner's locks with the last handle it locked through) rather than
+// at the first close(2) of any of the owner's descriptors of the file.
+func (fs *FS) noFlush(n *node) uint32 {
+	if fs.nodes.hasLocks(n) {
+		return 0
+	}
+	return fuse.FOPEN_NOFLUSH
 }
 
 // Flush is called at each close(2). Data was written through already, so
