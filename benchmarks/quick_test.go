@@ -34,6 +34,8 @@ type quickResult struct {
 	Wall          float64
 	Sent          int64
 	Ops           map[string]int64
+	Kernel        int64
+	KernelOps     map[string]int64
 	Summary       string
 	TimedOut      bool
 	Err           string
@@ -145,12 +147,13 @@ func checkCells(t *testing.T, rep *quickReport) {
 
 // checkCachefs checks the upstream counters: none outside cachefs; in
 // consistent mode every phase reaches the host and dd's writes are one
-// message each; every cachefs system sends messages.
+// message each, as they are one FUSE WRITE each; every cachefs system
+// sends messages and counts the kernel's requests.
 func checkCachefs(t *testing.T, rep *quickReport) {
 	for _, sys := range rep.Systems {
 		cachefs := strings.HasPrefix(sys, "cachefs-")
 		consistent := strings.HasPrefix(sys, "cachefs-consistent-")
-		var total int64
+		var total, kernel int64
 		for _, ph := range rep.Phases {
 			for _, r := range find(rep, sys, ph) {
 				switch {
@@ -160,15 +163,22 @@ func checkCachefs(t *testing.T, rep *quickReport) {
 					t.Errorf("%s on %s: %d upstream messages, want > 0", ph, sys, r.Sent)
 				}
 				total += r.Sent
+				kernel += r.Kernel
 			}
 		}
 		if cachefs && total <= 0 {
 			t.Errorf("%s: %d upstream messages in all, want > 0", sys, total)
 		}
+		if cachefs && kernel <= 0 {
+			t.Errorf("%s: %d FUSE requests counted in all, want > 0", sys, kernel)
+		}
 		if consistent {
 			for _, r := range find(rep, sys, "dd 1 KiB writes") {
 				if got, want := r.Ops["write"], int64(rep.Sizes.DDCount); got != want {
 					t.Errorf("%s: dd of %d x 1 KiB sent %d upstream writes, want %d", sys, want, got, want)
+				}
+				if got, want := r.KernelOps["WRITE"], int64(rep.Sizes.DDCount); got != want {
+					t.Errorf("%s: dd of %d x 1 KiB made %d FUSE writes, want %d", sys, want, got, want)
 				}
 			}
 		}

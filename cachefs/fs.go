@@ -54,6 +54,7 @@ type FS struct {
 	forgets    *forgetQueue           // immutable pointer
 	policy     *consistency.Policy    // immutable pointer
 	cache      *metaCache             // immutable pointer
+	kops       kernelCounts           // atomic: the kernel's requests (kernelops.go)
 	act        *invalidation.Actuator // immutable; nil with NoActuator
 	actQueue   chan actBatch          // immutable: batches for the actuator
 	actStop    chan struct{}          // immutable: closed at unmount
@@ -208,11 +209,12 @@ type Stats struct {
 	Cache     CacheStats
 	Events    EventStats
 	Writeback WritebackStats
+	Kernel    []KernelOp // FUSE requests by opcode
 }
 
 func (fs *FS) Stats() Stats {
 	st := Stats{Upstream: fs.up.Stats.Snapshot(), Nodes: fs.nodes.len(), Handles: fs.handles.len(),
-		Cache: fs.cache.Stats(), Events: fs.evStats.snapshot()}
+		Cache: fs.cache.Stats(), Events: fs.evStats.snapshot(), Kernel: fs.kops.snapshot()}
 	if fs.wb != nil {
 		st.Writeback = fs.wb.snapshot()
 	}

@@ -33,7 +33,7 @@ func TestReadOnlyCloseSendsNoFlush(t *testing.T) {
 				t.Fatal(err)
 			}
 			env := harness.Start(t, harness.Options{Export: export, Policy: consistency.NewPolicy(tc.mode),
-				StateDir: t.TempDir(), CountKernel: true})
+				StateDir: t.TempDir()})
 			f := filepath.Join(env.Mountpoint, "f")
 			readClose(t, f)
 			env.Kernel.Reset()

@@ -1,7 +1,6 @@
 package cachefs
 
 import (
-	"log"
 	"os"
 	"path/filepath"
 
@@ -10,10 +9,8 @@ import (
 
 // MountOptions configure the kernel mount. The zero value works.
 type MountOptions struct {
-	// Debug logs every FUSE request, to Logger (nil: the standard
-	// logger).
-	Debug  bool
-	Logger *log.Logger
+	// Debug logs every FUSE request.
+	Debug bool
 	// Name shows as the mount's source in /proc/mounts. Empty: "cachefs".
 	Name string
 }
@@ -38,7 +35,6 @@ func Mount(fs *FS, dir string, o MountOptions) (*fuse.Server, error) {
 		MaxBackground: 64,
 		EnableLocks:   true,
 		Debug:         o.Debug,
-		Logger:        o.Logger,
 		// The kernel asks before each write whether security.capability
 		// must go, unless the server handles killpriv itself.
 		ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_ATOMIC_O_TRUNC,
@@ -51,7 +47,7 @@ func Mount(fs *FS, dir string, o MountOptions) (*fuse.Server, error) {
 	if abs, err := filepath.Abs(dir); err == nil {
 		fs.opts.Mountpoint = abs
 	}
-	srv, err := fuse.NewServer(fs, dir, opts)
+	srv, err := fuse.NewServer(countingFS{fs}, dir, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -2,12 +2,15 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -131,10 +134,24 @@ func printStats(st *cachefs.Stats) {
 	e := st.Events
 	fmt.Printf("host events: %d batches, %d events, %d overflows, %d actuated (%d failed); visibility p50 %v p90 %v p99 %v max %v\n",
 		e.Batches, e.Events, e.Overflows, e.Actuated, e.ActuateErrors, e.P50, e.P90, e.P99, e.P100)
+	printKernel(st.Kernel)
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "op\tcount\tp50\tp90\tp98\tp100\t")
 	for _, o := range u.Ops {
 		fmt.Fprintf(w, "%s\t%d\t%v\t%v\t%v\t%v\t\n", o.Op, o.Count, o.P50, o.P90, o.P98, o.P100)
 	}
 	w.Flush()
+}
+
+// printKernel prints the FUSE requests by opcode, most frequent first.
+func printKernel(ops []cachefs.KernelOp) {
+	ops = slices.Clone(ops)
+	slices.SortStableFunc(ops, func(a, b cachefs.KernelOp) int { return cmp.Compare(b.Count, a.Count) })
+	var total uint64
+	parts := make([]string, 0, len(ops))
+	for _, o := range ops {
+		total += o.Count
+		parts = append(parts, fmt.Sprintf("%s %d", strings.ToLower(o.Op), o.Count))
+	}
+	fmt.Printf("kernel requests %d: %s\n", total, strings.Join(parts, ", "))
 }

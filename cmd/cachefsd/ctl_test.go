@@ -46,6 +46,18 @@ func ctlStats(t *testing.T, ctl string) guestStats {
 	return guestStats{resp.Stats}
 }
 
+// kernelCount returns how many FUSE requests of op the kernel sent.
+func (s guestStats) kernelCount(op string) uint64 {
+	for _, o := range s.Kernel {
+		if o.Op == op {
+			return o.Count
+		}
+	}
+	return 0
+}
+
+var kernelLineRe = regexp.MustCompile(`(?m)^kernel requests [1-9][0-9]*: .*getattr [1-9]`)
+
 // opCount returns how many requests of op (by name) went upstream.
 func (s guestStats) opCount(op string) uint64 {
 	for _, o := range s.Upstream.Ops {
@@ -85,6 +97,18 @@ func TestCtlCommands(t *testing.T) {
 	}
 	if sent := ctlStats(t, p.ctl).Upstream.Sent; sent == 0 {
 		t.Errorf("ctl stats: messages sent 0, want > 0 after a ping")
+	}
+	before := ctlStats(t, p.ctl).kernelCount("GETATTR")
+	for i := 0; i < 3; i++ {
+		if _, err := os.Stat(p.mnt); err != nil { // consistent: a GETATTR each
+			t.Fatal(err)
+		}
+	}
+	if got := ctlStats(t, p.ctl).kernelCount("GETATTR") - before; got < 3 {
+		t.Errorf("ctl stats: %d kernel GETATTR requests counted for 3 stats of a consistent mount, want >= 3", got)
+	}
+	if out := ctlOK(t, p.ctl, "stats"); !kernelLineRe.MatchString(out) {
+		t.Errorf("ctl stats has no \"kernel requests N: getattr M, ...\" line:\n%s", out)
 	}
 	ctlOK(t, p.ctl, "unregister", id)
 	if modes := ctlOK(t, p.ctl, "modes"); hasRegistration(modes, id) {

@@ -6,7 +6,6 @@ package harness
 import (
 	"context"
 	"fmt"
-	"log"
 	"net"
 	"os"
 	"path/filepath"
@@ -33,8 +32,6 @@ type Options struct {
 	FS         cachefs.Options     // Client is filled in
 	Debug      bool
 	Logf       func(format string, args ...any)
-	// CountKernel counts the FUSE requests of the mount in Env.Kernel.
-	CountKernel bool
 }
 
 // Env is a running server, client and mount.
@@ -47,7 +44,7 @@ type Env struct {
 	Socket     string
 	Export     string
 	Mountpoint string
-	Kernel     *OpCounter // with Options.CountKernel
+	Kernel     *KernelOps // the mount's FUSE requests
 	tmp        string
 }
 
@@ -108,12 +105,8 @@ func (e *Env) start(o Options) error {
 	if e.FS, err = cachefs.New(fo); err != nil {
 		return err
 	}
-	mo := cachefs.MountOptions{Debug: o.Debug}
-	if o.CountKernel {
-		e.Kernel = &OpCounter{}
-		mo.Debug, mo.Logger = true, log.New(e.Kernel, "", 0)
-	}
-	e.Mount, err = cachefs.Mount(e.FS, o.Mountpoint, mo)
+	e.Kernel = &KernelOps{fs: e.FS}
+	e.Mount, err = cachefs.Mount(e.FS, o.Mountpoint, cachefs.MountOptions{Debug: o.Debug})
 	return err
 }
 

@@ -37,7 +37,7 @@ func (rep *report) cellTables(b *strings.Builder, cells []cell, chart string) {
 	b.WriteString("\n>T: stopped at the phase limit; ! see Problems below.\n")
 	b.WriteString("\nEvery cell: runs, median, min-max over the runs, ratio to native and to the go-fuse loopback, " +
 		"daemon CPU seconds (utime+stime of the daemon and its children over the phase), upstream messages " +
-		"(cachefs only), daemon peak RSS (VmHWM), one-minute load average at the start:\n\n")
+		"and FUSE requests from the kernel (cachefs only), daemon peak RSS (VmHWM), one-minute load average at the start:\n\n")
 	detail(b, cells)
 }
 
@@ -149,16 +149,16 @@ func ratio(x float64) string {
 }
 
 func detail(b *strings.Builder, cells []cell) {
-	b.WriteString("| workload | system | runs | median s | min-max s | x native | x loopback | daemon CPU s | upstream msgs | peak RSS MiB | load |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| workload | system | runs | median s | min-max s | x native | x loopback | daemon CPU s | upstream msgs | FUSE requests | peak RSS MiB | load |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, c := range cells {
 		if c.N == 0 {
-			fmt.Fprintf(b, "| %s | %s | 0 | error | | | | | | | |\n", c.Phase, c.System)
+			fmt.Fprintf(b, "| %s | %s | 0 | error | | | | | | | | |\n", c.Phase, c.System)
 			continue
 		}
-		fmt.Fprintf(b, "| %s | %s | %d | %s%s | %s-%s | %s | %s | %s | %s | %s | %.1f |\n",
+		fmt.Fprintf(b, "| %s | %s | %d | %s%s | %s-%s | %s | %s | %s | %s | %s | %s | %.1f |\n",
 			c.Phase, c.System, c.N, c.time(), mark(&c), secs(c.Min), secs(c.Max),
-			c.ratio(c.VsNative), c.ratio(c.VsLoopback), cpuText(c.CPU), sentText(c.Sent), rssText(c.HWM), c.Load)
+			c.ratio(c.VsNative), c.ratio(c.VsLoopback), cpuText(c.CPU), sentText(c.Sent), kernelText(c.Kernel), rssText(c.HWM), c.Load)
 	}
 }
 
@@ -171,6 +171,13 @@ func cpuText(v float64) string {
 
 func sentText(v int64) string {
 	if v < 0 {
+		return "-"
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+func kernelText(v int64) string {
+	if v <= 0 {
 		return "-"
 	}
 	return strconv.FormatInt(v, 10)
@@ -238,11 +245,11 @@ func csvBytes(cells []cell) []byte {
 	var buf bytes.Buffer
 	w := csv.NewWriter(&buf)
 	w.Write([]string{"workload", "system", "runs", "median_s", "min_s", "max_s", "vs_native", "vs_loopback",
-		"daemon_cpu_s", "upstream_msgs", "peak_rss_bytes", "load", "timed_out", "summary", "error", "mismatch"})
+		"daemon_cpu_s", "upstream_msgs", "fuse_requests", "peak_rss_bytes", "load", "timed_out", "summary", "error", "mismatch"})
 	for _, c := range cells {
 		f := func(v float64) string { return strconv.FormatFloat(v, 'f', 4, 64) }
 		w.Write([]string{c.Phase, c.System, strconv.Itoa(c.N), f(c.Median), f(c.Min), f(c.Max),
-			f(c.VsNative), f(c.VsLoopback), f(c.CPU), strconv.FormatInt(c.Sent, 10),
+			f(c.VsNative), f(c.VsLoopback), f(c.CPU), strconv.FormatInt(c.Sent, 10), strconv.FormatInt(c.Kernel, 10),
 			strconv.FormatInt(c.HWM, 10), f(c.Load), strconv.FormatBool(c.TimedOut), c.Summary, c.Err, c.Mismatch})
 	}
 	w.Flush()

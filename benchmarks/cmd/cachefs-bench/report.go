@@ -20,6 +20,8 @@ type result struct {
 	CPU                     float64          // daemon utime+stime, seconds; -1: no daemon
 	Sent                    int64            // upstream messages sent; -1: not cachefs
 	Ops                     map[string]int64 `json:",omitempty"` // upstream messages by op
+	Kernel                  int64            `json:",omitempty"` // FUSE requests from the kernel (cachefs only)
+	KernelOps               map[string]int64 `json:",omitempty"` // FUSE requests by opcode
 	HWM                     int64            // daemon peak RSS (VmHWM), bytes
 	Load                    float64          // one-minute load average at the start
 	Summary                 string           // what the phase saw; must agree across systems
@@ -83,6 +85,7 @@ type cell struct {
 	Median, Min, Max float64
 	CPU              float64 // median; -1: no daemon
 	Sent             int64   // median; -1: not cachefs
+	Kernel           int64   // median FUSE requests; 0: not counted
 	HWM              int64   // max
 	Load             float64 // mean
 	Summary          string
@@ -112,7 +115,7 @@ func (rep *report) cells() []cell {
 func (rep *report) aggregate(sys, ph string) (cell, bool) {
 	c := cell{System: sys, Phase: ph, CPU: -1, Sent: -1}
 	var walls, cpus []float64
-	var sents []int64
+	var sents, kernel []int64
 	seen := false
 	for _, x := range rep.Results {
 		if x.System != sys || x.Phase != ph {
@@ -133,14 +136,14 @@ func (rep *report) aggregate(sys, ph string) (cell, bool) {
 		walls = append(walls, x.Wall)
 		cpus = append(cpus, x.CPU)
 		sents = append(sents, x.Sent)
+		kernel = append(kernel, x.Kernel)
 		c.HWM = max(c.HWM, x.HWM)
 		c.Load += x.Load
 	}
 	if c.N = len(walls); c.N > 0 {
 		c.Median, c.Min, c.Max = median(walls), minOf(walls), maxOf(walls)
 		c.CPU, c.Load = median(cpus), c.Load/float64(c.N)
-		sort.Slice(sents, func(i, j int) bool { return sents[i] < sents[j] })
-		c.Sent = sents[len(sents)/2]
+		c.Sent, c.Kernel = medianInt(sents), medianInt(kernel)
 	}
 	return c, seen
 }
@@ -247,4 +250,9 @@ func (rep *report) write(r *runner) error {
 		return rep.updateDocs(r, cells)
 	}
 	return nil
+}
+
+func medianInt(v []int64) int64 {
+	sort.Slice(v, func(i, j int) bool { return v[i] < v[j] })
+	return v[len(v)/2]
 }

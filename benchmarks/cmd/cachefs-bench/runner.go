@@ -181,8 +181,8 @@ func (r *runner) runCell(s *system, w *workload) {
 		r.rep.Results = append(r.rep.Results, res...)
 		total := 0.0
 		for _, x := range res {
-			r.logf("%-24s %-16s run %d: %8.3fs cpu %7.2fs msgs %8d %s%s", s.Name, x.Phase, i,
-				x.Wall, x.CPU, x.Sent, x.Summary, errSuffix(x.Err))
+			r.logf("%-24s %-16s run %d: %8.3fs cpu %7.2fs msgs %8d fuse %8d %s%s", s.Name, x.Phase, i,
+				x.Wall, x.CPU, x.Sent, x.Kernel, x.Summary, errSuffix(x.Err))
 			if x.Err != "" || x.TimedOut {
 				return
 			}
@@ -298,7 +298,7 @@ func (r *runner) measure(s *system, w *workload, p phase, m *mount, run int) res
 	if st0 != nil {
 		if st1, err := r.ctlStats(m); err == nil {
 			d := st1.delta(st0)
-			res.Sent, res.Ops = d.Sent, d.Ops
+			res.Sent, res.Ops, res.Kernel, res.KernelOps = d.Sent, d.Ops, d.Kernel, d.KernelOps
 		}
 	}
 	return res

@@ -8,8 +8,10 @@ import (
 
 // upstreamStats is the part of `cachefsd ctl --json stats` we use.
 type upstreamStats struct {
-	Sent int64
-	Ops  map[string]int64
+	Sent      int64
+	Ops       map[string]int64
+	Kernel    int64            // FUSE requests
+	KernelOps map[string]int64 // by opcode
 }
 
 type ctlAnswer struct {
@@ -20,6 +22,10 @@ type ctlAnswer struct {
 				Op    string
 				Count int64
 			}
+		}
+		Kernel []struct {
+			Op    string
+			Count int64
 		}
 	}
 }
@@ -42,15 +48,26 @@ func (r *runner) ctlStats(m *mount) (*upstreamStats, error) {
 	for _, o := range a.Stats.Upstream.Ops {
 		st.Ops[o.Op] += o.Count
 	}
+	st.KernelOps = map[string]int64{}
+	for _, o := range a.Stats.Kernel {
+		st.Kernel += o.Count
+		st.KernelOps[o.Op] += o.Count
+	}
 	return st, nil
 }
 
 // delta returns after minus before, op by op.
 func (after *upstreamStats) delta(before *upstreamStats) *upstreamStats {
-	d := &upstreamStats{Sent: after.Sent - before.Sent, Ops: map[string]int64{}}
-	for op, n := range after.Ops {
-		if n -= before.Ops[op]; n != 0 {
-			d.Ops[op] = n
+	d := &upstreamStats{Sent: after.Sent - before.Sent, Ops: opsDelta(after.Ops, before.Ops),
+		Kernel: after.Kernel - before.Kernel, KernelOps: opsDelta(after.KernelOps, before.KernelOps)}
+	return d
+}
+
+func opsDelta(after, before map[string]int64) map[string]int64 {
+	d := map[string]int64{}
+	for op, n := range after {
+		if n -= before[op]; n != 0 {
+			d[op] = n
 		}
 	}
 	return d
