@@ -26,8 +26,11 @@ type local struct {
 	staging  string           // regular files: contents, relative to the state dir
 	target   string           // symlinks
 	children map[string]*node // owned directories: the listing; each child pinned
-	opens    int              // local handles on the staging file
-	pending  int              // queued records that hold this state
+	// listing is children as directory handles are served them, made by
+	// the first open after a change (dListing) and shared until the next.
+	listing *dirSnap
+	opens   int // local handles on the staging file
+	pending int // queued records that hold this state
 
 	// Passthrough (passthrough.go): the kernel's backing id for staging
 	// while ptOpens passthrough handles are open, and the staging file as
@@ -90,6 +93,7 @@ func (fs *FS) own(dir *node) error {
 	if dir.local == nil {
 		dir.local = &local{attr: dattr}
 	}
+	dir.local.dropListing(fs.unpin)
 	dir.local.children = map[string]*node{}
 	for i, name := range names {
 		dir.local.children[name] = nodes[i]
@@ -278,6 +282,7 @@ func (fs *FS) touchLocked(dir *node, subdir bool, links int) {
 	if dir.local == nil {
 		return
 	}
+	dir.local.dropListing(fs.unpin)
 	now := nowNs()
 	dir.local.attr.Mtime, dir.local.attr.Ctime = now, now
 	if subdir {
@@ -559,33 +564,36 @@ func (fs *FS) dListing(dir *node) (*dirSnap, bool) {
 	w := fs.wb
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if dir.local == nil || dir.local.children == nil {
+	l := dir.local
+	if l == nil || l.children == nil {
 		return nil, false
 	}
-	s := &dirSnap{ents: map[string]dentry{}}
-	s.names = []string{".", ".."}
-	s.ents["."] = dentry{attr: upstream.Attr{Mode: sIFDIR, Ino: dir.local.attr.Ino}}
-	s.ents[".."] = dentry{attr: upstream.Attr{Mode: sIFDIR}}
-	names := make([]string, 0, len(dir.local.children))
-	for name := range dir.local.children {
+	if l.listing == nil {
+		l.listing = fs.newLocalListingLocked(dir)
+	}
+	l.listing.refs.Add(1)
+	return l.listing, true
+}
+
+// newLocalListingLocked makes an owned directory's listing, sorted by
+// name, with its nodes pinned and held once (by dir.local). Needs w.mu.
+func (fs *FS) newLocalListingLocked(dir *node) *dirSnap {
+	l := dir.local
+	order := []string{".", ".."}
+	ents := map[string]dentry{
+		".":  {attr: upstream.Attr{Mode: sIFDIR, Ino: l.attr.Ino}},
+		"..": {attr: upstream.Attr{Mode: sIFDIR}},
+	}
+	names := make([]string, 0, len(l.children))
+	for name := range l.children {
 		names = append(names, name)
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		n := dir.local.children[name]
-		fs.nodes.pin(n)
-		de := dentry{node: n, attr: upstream.Attr{Mode: n.mode, Ino: fs.nodes.inoOf(n)}}
-		if n.local != nil {
-			if n.local.ptOpens > 0 {
-				fs.wb.refreshLocked(n)
-			}
-			de.attr = n.local.attr
-		}
-		s.names = append(s.names, name)
-		s.ents[name] = de
+		n := l.children[name]
+		ents[name] = dentry{node: n, attr: upstream.Attr{Mode: n.mode, Ino: fs.nodes.inoOf(n)}}
 	}
-	s.refs.Store(1)
-	return s, true
+	return newDirSnap(append(order, names...), ents, fs.nodes.pin)
 }
 
 // delegatedDir returns the request's directory node if changes in it
@@ -625,6 +633,7 @@ func (fs *FS) adoptCreated(dir *node, name string, out *fuse.EntryOut) {
 	if dir.local != nil && dir.local.children != nil && dir.local.children[name] == nil {
 		fs.nodes.pin(n)
 		dir.local.children[name] = n
+		dir.local.dropListing(fs.unpin)
 	}
 }
 
@@ -641,6 +650,7 @@ func (fs *FS) disown(dirs ...*node) {
 		for _, c := range d.local.children {
 			fs.unpin(c)
 		}
+		d.local.dropListing(fs.unpin)
 		d.local = nil
 	}
 }
@@ -699,6 +709,7 @@ func (fs *FS) disownNode(n *node) {
 	for _, c := range l.children {
 		fs.unpin(c)
 	}
+	l.dropListing(fs.unpin)
 	if l.staging != "" {
 		w.dropStagingLocked(n)
 	}
@@ -726,5 +737,14 @@ func (fs *FS) hostFirst(nodeid uint64) {
 func (fs *FS) hostHandleFirst(fh uint64) {
 	if h := fs.localHandle(fh); h != nil {
 		fs.writeBackFirst()
+	}
+}
+
+// dropListing lets go of the directory's shared listing, which handles
+// may still be reading. Needs w.mu.
+func (l *local) dropListing(unpin func(*node)) {
+	if l.listing != nil {
+		l.listing.release(unpin)
+		l.listing = nil
 	}
 }
