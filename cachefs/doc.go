@@ -21,7 +21,8 @@
 // zero timeouts. Cached serves attributes, names (also absent ones) and
 // whole listings from the metadata cache (cache.go), prefetches a
 // subtree's listings in one round trip for tree walks (dircache.go),
-// and opens read-only files lazily and without FLUSH at close
+// and opens read-only files lazily, reading them by node (readnode.go)
+// until the host must hold them open, and without FLUSH at close
 // (FOPEN_NOFLUSH); opens of a cached directory share one immutable
 // listing (dirSnap), so an open costs no work per entry. Its own changes
 // go to the host at once and drop what they invalidate. Delegated (delegated.go,

@@ -1,6 +1,7 @@
 package cachefs_test
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"slices"
@@ -139,5 +140,67 @@ func TestCachedListingChangesUnderOpenHandle(t *testing.T) {
 	}
 	if !slices.Equal(now, append(want, "e")) {
 		t.Errorf("a new open lists %v, want %v", now, append(want, "e"))
+	}
+}
+
+// upOps returns env's upstream requests by op name.
+func upOps(env *harness.Env) map[string]uint64 {
+	m := map[string]uint64{}
+	for _, o := range env.Client.Stats.Snapshot().Ops {
+		m[o.Op] = o.Count
+	}
+	return m
+}
+
+// Reading small files cold in cached mode costs one message each
+// (ReadNode): the host never opens them for the guest's handles.
+func TestCachedColdReadOneMessagePerFile(t *testing.T) {
+	export := t.TempDir()
+	makeTree(t, export, 2, 10)
+	env := harness.Start(t, harness.Options{Export: export, Policy: consistency.NewPolicy(consistency.Cached)})
+	statWalk(t, env.Mountpoint) // names and attributes cached
+	before := upOps(env)
+	n := readAll(t, env.Mountpoint)
+	after := upOps(env)
+	for _, op := range []string{"open", "release", "read"} {
+		if d := after[op] - before[op]; d != 0 {
+			t.Errorf("cold read of %d files sent %d %s, want 0", n, d, op)
+		}
+	}
+	if d := after["readnode"] - before["readnode"]; d != uint64(n) {
+		t.Errorf("cold read of %d files sent %d readnode, want one each", n, d)
+	}
+}
+
+// A file opened lazily and then unlinked in the guest is still read
+// whole through its handle, which the unlink made the host open first.
+func TestLazyOpenSurvivesUnlink(t *testing.T) {
+	export := t.TempDir()
+	data := make([]byte, 3<<20) // more than one read
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	if err := os.WriteFile(filepath.Join(export, "f"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := harness.Start(t, harness.Options{Export: export, Policy: consistency.NewPolicy(consistency.Cached)})
+	f, err := os.Open(filepath.Join(env.Mountpoint, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	head := make([]byte, 4096)
+	if _, err := f.ReadAt(head, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(env.Mountpoint, "f")); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(data))
+	if _, err := f.ReadAt(got, 0); err != nil {
+		t.Fatalf("read after unlink: %v", err)
+	}
+	if !bytes.Equal(got, data) {
+		t.Error("read after unlink returned other data")
 	}
 }

@@ -94,6 +94,9 @@ func (fs *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Re
 	if r, st, ok := fs.stagedRead(in, buf); ok {
 		return r, st
 	}
+	if r, st, ok := fs.readByNode(in); ok {
+		return r, st
+	}
 	var data []byte
 	st := fs.withHandle(in.Fh, func(_ *handle, up uint64) error {
 		var resp upstream.DataResp

@@ -103,6 +103,14 @@ func (c *Client) Hello() HelloResp {
 	return c.hello
 }
 
+// Has reports whether the host offered feature f (Feat*) at the last
+// handshake.
+func (c *Client) Has(f uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hello.Features&f != 0
+}
+
 // Epoch identifies the current host session; node ids from another
 // epoch are void.
 func (c *Client) Epoch() uint64 {
@@ -355,7 +363,7 @@ func idempotent(op Op) bool {
 	switch op {
 	case OpPing, OpLookup, OpGetattr, OpReadlink, OpRead, OpWrite, OpFlush, OpFsync,
 		OpReaddir, OpStatfs, OpGetxattr, OpListxattr, OpLseek, OpGetlk, OpSetattr,
-		OpOpen, OpOpendir, OpRelease, OpReleasedir, OpFallocate, OpApply, OpReadTree, OpWatch:
+		OpOpen, OpOpendir, OpRelease, OpReleasedir, OpFallocate, OpApply, OpReadTree, OpWatch, OpReadNode:
 		return true
 	}
 	return false

@@ -26,7 +26,7 @@ func messages() []any {
 		&upstream.MknodReq{}, &upstream.SymlinkReq{}, &upstream.LinkReq{},
 		&upstream.EntryResp{}, &upstream.UnlinkReq{}, &upstream.RenameReq{},
 		&upstream.OpenReq{}, &upstream.OpenResp{}, &upstream.CreateReq{},
-		&upstream.CreateResp{}, &upstream.ReadReq{}, &upstream.DataResp{},
+		&upstream.CreateResp{}, &upstream.ReadReq{}, &upstream.ReadNodeReq{}, &upstream.DataResp{},
 		&upstream.WriteReq{}, &upstream.WriteResp{}, &upstream.HandleReq{},
 		&upstream.FsyncReq{}, &upstream.ReaddirReq{}, &upstream.Dirent{},
 		&upstream.ReaddirResp{}, &upstream.StatfsResp{}, &upstream.XattrReq{},

@@ -71,7 +71,8 @@ const (
 	OpUnwatch
 	OpAck
 	OpApply
-	OpAuth // the handshake's second request; no op after it
+	OpAuth     // the handshake's second request
+	OpReadNode // a read by node, without a handle (FeatReadNode)
 	opCount
 )
 
@@ -81,10 +82,11 @@ const (
 	FeatEvents                         // host pushes events
 	FeatResume                         // sessions survive reconnects
 	FeatReplay                         // requests repeated after a reconnect run once (replay.go)
+	FeatReadNode                       // OpReadNode: a regular file read by node
 )
 
 // AllFeatures is what this build supports.
-const AllFeatures = FeatReaddirPlus | FeatEvents | FeatResume | FeatReplay
+const AllFeatures = FeatReaddirPlus | FeatEvents | FeatResume | FeatReplay | FeatReadNode
 
 // RootID is the node id of the export root in every session.
 const RootID = 1
@@ -309,6 +311,15 @@ type CreateResp struct {
 
 type ReadReq struct {
 	Handle uint64
+	Offset int64
+	Size   uint32
+}
+
+// ReadNodeReq reads a regular file by node: the host opens it read-only
+// for this read alone. A guest reads files it opened read-only this way
+// until it needs a handle, saving the Open and Release round trips.
+type ReadNodeReq struct {
+	Node   uint64
 	Offset int64
 	Size   uint32
 }

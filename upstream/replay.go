@@ -45,7 +45,7 @@ func newReplayCache() *replayCache {
 func pure(op Op) bool {
 	switch op {
 	case OpPing, OpGetattr, OpReadlink, OpRead, OpReaddir, OpStatfs, OpGetxattr,
-		OpListxattr, OpLseek, OpGetlk, OpAccess:
+		OpListxattr, OpLseek, OpGetlk, OpAccess, OpReadNode:
 		return true
 	}
 	return false

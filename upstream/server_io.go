@@ -85,6 +85,28 @@ func (ss *session) read(req *ReadReq, resp *DataResp) error {
 	})
 }
 
+// readNode reads a regular file by node, opening it read-only for this
+// read alone: no handle outlives the request.
+func (ss *session) readNode(req *ReadNodeReq, resp *DataResp) error {
+	if req.Size > MaxIO {
+		return unix.EINVAL
+	}
+	return ss.withNode(req.Node, func(n *node, fd int) error {
+		if n.fmt != unix.S_IFREG {
+			return unix.EINVAL
+		}
+		rfd, err := unix.Open(procPath(fd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(rfd)
+		buf := make([]byte, req.Size)
+		got, err := unix.Pread(rfd, buf, req.Offset)
+		resp.Data = buf[:max(got, 0)]
+		return err
+	})
+}
+
 func (ss *session) write(req *WriteReq, resp *WriteResp) error {
 	if err := ss.writable(); err != nil {
 		return err

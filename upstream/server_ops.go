@@ -51,6 +51,7 @@ func init() {
 	on(OpOpen, (*session).open)
 	on(OpCreate, (*session).create)
 	on(OpRead, (*session).read)
+	on(OpReadNode, (*session).readNode)
 	on(OpWrite, (*session).write)
 	on(OpFlush, func(ss *session, _ *HandleReq, _ *Empty) error { return nil })
 	on(OpFsync, (*session).fsync)
