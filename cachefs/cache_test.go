@@ -101,7 +101,7 @@ func TestCacheListingShared(t *testing.T) {
 	if unpins[3] != 0 {
 		t.Fatalf("x unpinned %d times while a handle reads the old listing", unpins[3])
 	}
-	if s2.ents["x"].node != x || len(s2.names) != 2 {
+	if s2.ents[1].node != x || len(s2.names) != 2 {
 		t.Errorf("old listing changed under its handle: %v", s2.names)
 	}
 	s2.release(c.unpin)

@@ -579,21 +579,22 @@ func (fs *FS) dListing(dir *node) (*dirSnap, bool) {
 // name, with its nodes pinned and held once (by dir.local). Needs w.mu.
 func (fs *FS) newLocalListingLocked(dir *node) *dirSnap {
 	l := dir.local
-	order := []string{".", ".."}
-	ents := map[string]dentry{
-		".":  {attr: upstream.Attr{Mode: sIFDIR, Ino: l.attr.Ino}},
-		"..": {attr: upstream.Attr{Mode: sIFDIR}},
-	}
-	names := make([]string, 0, len(l.children))
+	names := make([]string, 0, len(l.children)+2)
 	for name := range l.children {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	for _, name := range names {
+	names = append([]string{".", ".."}, names...)
+	s := &dirSnap{names: names, ents: make([]dentry, len(names))}
+	s.ents[0] = dentry{attr: upstream.Attr{Mode: sIFDIR, Ino: l.attr.Ino}}
+	s.ents[1] = dentry{attr: upstream.Attr{Mode: sIFDIR}}
+	for i, name := range names[2:] {
 		n := l.children[name]
-		ents[name] = dentry{node: n, attr: upstream.Attr{Mode: n.mode, Ino: fs.nodes.inoOf(n)}}
+		fs.nodes.pin(n)
+		s.ents[i+2] = dentry{node: n, attr: upstream.Attr{Mode: n.mode, Ino: fs.nodes.inoOf(n)}}
 	}
-	return newDirSnap(append(order, names...), ents, fs.nodes.pin)
+	s.refs.Store(1)
+	return s
 }
 
 // delegatedDir returns the request's directory node if changes in it

@@ -20,17 +20,17 @@ const maxCachedListing = 250000
 // cache) lets go: opening a cached directory costs no work per entry.
 type dirSnap struct {
 	names []string
-	ents  map[string]dentry
+	ents  []dentry     // ents[i] is names[i]
 	refs  atomic.Int32 // holders; a holder may add one, the last releases
 }
 
 // newDirSnap copies a listing (names in order, entries by name), pins
 // its nodes and returns it held once.
 func newDirSnap(order []string, names map[string]dentry, pin func(*node)) *dirSnap {
-	s := &dirSnap{names: order, ents: make(map[string]dentry, len(order))}
-	for _, name := range order {
+	s := &dirSnap{names: order, ents: make([]dentry, len(order))}
+	for i, name := range order {
 		de := names[name]
-		s.ents[name] = de
+		s.ents[i] = de
 		if de.node != nil {
 			pin(de.node)
 		}
@@ -76,7 +76,7 @@ func (fs *FS) openSnap(n *node, up, epoch uint64) *handle {
 func (fs *FS) readSnap(h *handle, s *dirSnap, off uint64, out *fuse.DirEntryList, plus bool) {
 	for i := off; i < uint64(len(s.names)); i++ {
 		name := s.names[i]
-		de := s.ents[name]
+		de := s.ents[i]
 		e := fuse.DirEntry{Name: name, Off: i + 1, Mode: de.attr.Mode, Ino: fs.nodes.shownIno(de.node, &de.attr)}
 		if !plus {
 			if !out.AddDirEntry(e) {

@@ -69,12 +69,12 @@ func (dc *delayConn) writer() {
 }
 
 func (dc *delayConn) reader() {
+	buf := make([]byte, 64<<10)
 	for {
-		buf := make([]byte, 64<<10)
 		n, err := dc.Conn.Read(buf)
 		now := time.Now()
 		if n > 0 {
-			dc.in <- chunk{data: buf[:n], due: now.Add(dc.d)}
+			dc.in <- chunk{data: append([]byte(nil), buf[:n]...), due: now.Add(dc.d)}
 		}
 		if err != nil {
 			dc.in <- chunk{err: err, due: now}

@@ -18,12 +18,18 @@ import (
 // last component if follow: a /proc fd link) and returns the set-id bits
 // kept for it (if keep) and whether the guest would see no xattrs.
 func xattrSummary(path string, follow, keep bool) (setid uint32, none bool) {
-	list, get := unix.Llistxattr, unix.Lgetxattr
+	get := unix.Lgetxattr
 	if follow {
-		list, get = unix.Listxattr, unix.Getxattr
+		get = unix.Getxattr
 	}
-	var buf [512]byte
-	n, err := list(path, buf[:])
+	var buf [512]byte // on the stack: called for every entry listed
+	var n int
+	var err error
+	if follow {
+		n, err = unix.Listxattr(path, buf[:])
+	} else {
+		n, err = unix.Llistxattr(path, buf[:])
+	}
 	switch {
 	case err == unix.ERANGE: // too many to list here: visible ones likely
 		if keep {
@@ -34,7 +40,13 @@ func xattrSummary(path string, follow, keep bool) (setid uint32, none bool) {
 		return 0, false
 	}
 	none = true
-	for _, name := range bytes.Split(buf[:n], []byte{0}) {
+	for rest := buf[:n]; len(rest) > 0; {
+		name := rest
+		if i := bytes.IndexByte(rest, 0); i >= 0 {
+			name, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = nil
+		}
 		switch {
 		case len(name) == 0:
 		case string(name) == setidXattr:
