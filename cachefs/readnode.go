@@ -21,15 +21,20 @@ func (h *handle) lazy() bool {
 
 // readByNode serves a read of a lazy handle by node. ok is false when
 // the handle must be read through the host's handle: the host lacks
-// FeatReadNode, the handle is on the host, or it was materialized while
-// this read failed (its file lost its last name meanwhile).
+// FeatReadNode (checked again for each session), the handle is on the
+// host, or it was materialized while this read failed (its file lost
+// its last name meanwhile).
 func (fs *FS) readByNode(in *fuse.ReadIn) (fuse.ReadResult, fuse.Status, bool) {
 	h := fs.handles.get(in.Fh)
 	if h == nil || h.dir || !h.lazy() || !fs.up.Has(upstream.FeatReadNode) {
 		return nil, fuse.OK, false
 	}
 	var data []byte
+	unsupported := false
 	st := fs.call(func(epoch uint64) error {
+		if unsupported = !fs.up.Has(upstream.FeatReadNode); unsupported {
+			return nil // a new session with a host that lacks it
+		}
 		up, err := fs.upID(h.node, epoch)
 		if err != nil {
 			return err
@@ -40,7 +45,7 @@ func (fs *FS) readByNode(in *fuse.ReadIn) (fuse.ReadResult, fuse.Status, bool) {
 		data = resp.Data
 		return err
 	})
-	if !st.Ok() && !h.lazy() {
+	if unsupported || !st.Ok() && !h.lazy() {
 		return nil, fuse.OK, false
 	}
 	return fuse.ReadResultData(data), st, true
