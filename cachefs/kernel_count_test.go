@@ -10,6 +10,7 @@ import (
 
 	"github.com/cachefs/cachefs/consistency"
 	"github.com/cachefs/cachefs/internal/harness"
+	"github.com/cachefs/cachefs/upstream"
 	"golang.org/x/sys/unix"
 )
 
@@ -202,5 +203,24 @@ func TestLazyOpenSurvivesUnlink(t *testing.T) {
 	}
 	if !bytes.Equal(got, data) {
 		t.Error("read after unlink returned other data")
+	}
+}
+
+// Against a host without FeatReadNode, lazily opened files are opened on
+// the host at their first read, as before.
+func TestColdReadWithoutReadNode(t *testing.T) {
+	export := t.TempDir()
+	makeTree(t, export, 1, 5)
+	env := harness.Start(t, harness.Options{Export: export, Policy: consistency.NewPolicy(consistency.Cached),
+		Server: upstream.ServerOptions{WithheldFeatures: upstream.FeatReadNode}})
+	statWalk(t, env.Mountpoint)
+	before := upOps(env)
+	n := readAll(t, env.Mountpoint)
+	after := upOps(env)
+	if d := after["readnode"] - before["readnode"]; d != 0 {
+		t.Errorf("%d readnode sent to a host that did not offer it", d)
+	}
+	if d := after["open"] - before["open"]; d != uint64(n) {
+		t.Errorf("cold read of %d files sent %d open, want one each", n, d)
 	}
 }

@@ -52,6 +52,9 @@ type ServerOptions struct {
 	// them (a root server would otherwise take a guest's set-uid-root
 	// file for its own).
 	AllowSetID bool
+	// WithheldFeatures are not offered at the handshake (their ops are
+	// still served): to test guests against an older host.
+	WithheldFeatures uint64
 	// Logf logs unexpected errors. Nil: log.Printf.
 	Logf func(format string, args ...any)
 }

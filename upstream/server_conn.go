@@ -178,7 +178,7 @@ func (sc *serverConn) welcome(h Header, req *HelloReq, auth *AuthReq, hostNonce 
 	if err != nil {
 		return err
 	}
-	resp := HelloResp{Version: Version, Features: req.Features & AllFeatures, Session: ss.id,
+	resp := HelloResp{Version: Version, Features: req.Features & AllFeatures &^ sc.srv.opts.WithheldFeatures, Session: ss.id,
 		Resumed: resumed, Root: root, MaxFrame: MaxFrame, ReadOnly: sc.srv.opts.ReadOnly}
 	if secret := sc.srv.opts.Secret; len(secret) > 0 {
 		resp.Proof = hostProof(secret, auth.Nonce, hostNonce)
