@@ -58,6 +58,10 @@ func (s guestStats) kernelCount(op string) uint64 {
 
 var kernelLineRe = regexp.MustCompile(`(?m)^kernel requests [1-9][0-9]*: .*getattr [1-9]`)
 
+// hostReads counts the reads that went upstream, through a handle or
+// by node.
+func (s guestStats) hostReads() uint64 { return s.opCount("read") + s.opCount("readnode") }
+
 // opCount returns how many requests of op (by name) went upstream.
 func (s guestStats) opCount(op string) uint64 {
 	for _, o := range s.Upstream.Ops {
