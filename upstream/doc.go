@@ -17,7 +17,10 @@
 // Every connection opens with a two-request handshake (OpHello, then
 // OpAuth) in which, when the server holds a shared secret, each side
 // proves it holds it too by an HMAC over both sides' nonces (auth.go);
-// the server attaches no session before the guest's proof checks.
+// the server attaches no session before the guest's proof checks. The
+// handshake also settles the features both sides use (Feat*): a client
+// sends an op that needs one (OpReadNode: a read by node, without a
+// handle) only if the host offered it in this session.
 //
 // # Errors
 //
