@@ -149,6 +149,10 @@ func (rep *report) aggregate(sys, ph string) (cell, bool) {
 }
 
 // compare fills the ratios and summary mismatches of one phase's row.
+// minRef is the shortest reference time a ratio is given against: below
+// it (a flush with nothing to do) the ratio says nothing.
+const minRef = 0.001
+
 func compare(row []cell) {
 	var native, loop float64
 	ref := ""
@@ -168,10 +172,10 @@ func compare(row []cell) {
 		if c.N == 0 {
 			continue
 		}
-		if native > 0 {
+		if native >= minRef {
 			c.VsNative = c.Median / native
 		}
-		if loop > 0 {
+		if loop >= minRef {
 			c.VsLoopback = c.Median / loop
 		}
 		if c.Summary != ref && !c.TimedOut {
