@@ -256,7 +256,11 @@ func (c *metaCache) listing(epoch, dir uint64) (*dirSnap, bool) {
 	}
 	c.stats.Hits++
 	if d.snap == nil {
-		d.snap = newDirSnap(d.order, d.names, c.pin)
+		ents := make([]dentry, len(d.order))
+		for i, name := range d.order {
+			ents[i] = d.names[name]
+		}
+		d.snap = newDirSnap(d.order, ents, c.pin)
 	}
 	d.snap.refs.Add(1)
 	return d.snap, true

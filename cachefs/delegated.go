@@ -585,16 +585,14 @@ func (fs *FS) newLocalListingLocked(dir *node) *dirSnap {
 	}
 	slices.Sort(names)
 	names = append([]string{".", ".."}, names...)
-	s := &dirSnap{names: names, ents: make([]dentry, len(names))}
-	s.ents[0] = dentry{attr: upstream.Attr{Mode: sIFDIR, Ino: l.attr.Ino}}
-	s.ents[1] = dentry{attr: upstream.Attr{Mode: sIFDIR}}
+	ents := make([]dentry, len(names))
+	ents[0] = dentry{attr: upstream.Attr{Mode: sIFDIR, Ino: l.attr.Ino}}
+	ents[1] = dentry{attr: upstream.Attr{Mode: sIFDIR}}
 	for i, name := range names[2:] {
 		n := l.children[name]
-		fs.nodes.pin(n)
-		s.ents[i+2] = dentry{node: n, attr: upstream.Attr{Mode: n.mode, Ino: fs.nodes.inoOf(n)}}
+		ents[i+2] = dentry{node: n, attr: upstream.Attr{Mode: n.mode, Ino: fs.nodes.inoOf(n)}}
 	}
-	s.refs.Store(1)
-	return s
+	return newDirSnap(names, ents, fs.nodes.pin)
 }
 
 // delegatedDir returns the request's directory node if changes in it

@@ -24,13 +24,11 @@ type dirSnap struct {
 	refs  atomic.Int32 // holders; a holder may add one, the last releases
 }
 
-// newDirSnap copies a listing (names in order, entries by name), pins
-// its nodes and returns it held once.
-func newDirSnap(order []string, names map[string]dentry, pin func(*node)) *dirSnap {
-	s := &dirSnap{names: order, ents: make([]dentry, len(order))}
-	for i, name := range order {
-		de := names[name]
-		s.ents[i] = de
+// newDirSnap makes a listing of names and their entries (ents[i] is
+// names[i]), pins its nodes and returns it held once.
+func newDirSnap(names []string, ents []dentry, pin func(*node)) *dirSnap {
+	s := &dirSnap{names: names, ents: ents}
+	for _, de := range ents {
 		if de.node != nil {
 			pin(de.node)
 		}

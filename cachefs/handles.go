@@ -121,14 +121,9 @@ func (t *handleTable) lazyOf(n *node) []*handle {
 	defer t.mu.Unlock()
 	var out []*handle
 	for _, h := range t.byID {
-		if h.node != n || h.dir {
-			continue
-		}
-		h.mu.Lock()
-		if h.epoch == 0 {
+		if h.node == n && !h.dir && h.lazy() {
 			out = append(out, h)
 		}
-		h.mu.Unlock()
 	}
 	return out
 }

@@ -131,15 +131,7 @@ func TestCachedListingChangesUnderOpenHandle(t *testing.T) {
 	if !slices.Equal(got, want) && !slices.Equal(got, append(want, "e")) {
 		t.Errorf("handle open across a create listed %v, want %v with or without e", got, want)
 	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var now []string
-	for _, e := range ents {
-		now = append(now, e.Name())
-	}
-	if !slices.Equal(now, append(want, "e")) {
+	if now := names(t, dir); !slices.Equal(now, append(want, "e")) {
 		t.Errorf("a new open lists %v, want %v", now, append(want, "e"))
 	}
 }

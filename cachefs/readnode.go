@@ -26,7 +26,7 @@ func (h *handle) lazy() bool {
 // its last name meanwhile).
 func (fs *FS) readByNode(in *fuse.ReadIn) (fuse.ReadResult, fuse.Status, bool) {
 	h := fs.handles.get(in.Fh)
-	if h == nil || h.dir || !h.lazy() || !fs.up.Has(upstream.FeatReadNode) {
+	if h == nil || h.dir || !h.lazy() {
 		return nil, fuse.OK, false
 	}
 	var data []byte

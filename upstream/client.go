@@ -351,10 +351,7 @@ func (c *Client) Drop() {
 // lost: every op where the host keeps replies for repeats (FeatReplay),
 // else only the idempotent ones.
 func (c *Client) mayRepeat(op Op) bool {
-	c.mu.Lock()
-	replay := c.hello.Features&FeatReplay != 0
-	c.mu.Unlock()
-	return replay || idempotent(op)
+	return c.Has(FeatReplay) || idempotent(op)
 }
 
 // idempotent ops may be sent again when their reply was lost, even to a

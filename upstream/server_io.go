@@ -78,11 +78,16 @@ func (ss *session) read(req *ReadReq, resp *DataResp) error {
 		return unix.EINVAL
 	}
 	return ss.withFile(req.Handle, func(_ *openFile, fd int) error {
-		buf := make([]byte, req.Size)
-		n, err := unix.Pread(fd, buf, req.Offset)
-		resp.Data = buf[:max(n, 0)]
-		return err
+		return preadResp(fd, req.Offset, req.Size, resp)
 	})
+}
+
+// preadResp reads up to size bytes at off into resp.
+func preadResp(fd int, off int64, size uint32, resp *DataResp) error {
+	buf := make([]byte, size)
+	n, err := unix.Pread(fd, buf, off)
+	resp.Data = buf[:max(n, 0)]
+	return err
 }
 
 // readNode reads a regular file by node, opening it read-only for this
@@ -100,10 +105,7 @@ func (ss *session) readNode(req *ReadNodeReq, resp *DataResp) error {
 			return err
 		}
 		defer unix.Close(rfd)
-		buf := make([]byte, req.Size)
-		got, err := unix.Pread(rfd, buf, req.Offset)
-		resp.Data = buf[:max(got, 0)]
-		return err
+		return preadResp(rfd, req.Offset, req.Size, resp)
 	})
 }
 
