@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -288,25 +287,6 @@ func (fs *FS) touchLocked(dir *node, subdir bool, links int) {
 	if subdir {
 		dir.local.attr.Nlink = uint32(int(dir.local.attr.Nlink) + links)
 	}
-}
-
-// newStagingLocked creates an empty staging file and returns its name;
-// if it could not be created, opening it fails.
-func (w *writeback) newStagingLocked() string {
-	name, _ := w.stageLocked(nil)
-	return name
-}
-
-// stageLocked creates a staging file holding data and returns its name.
-// Where the state directory lacks space it fails, and leaves no file.
-func (w *writeback) stageLocked(data []byte) (string, error) {
-	w.nextFile++
-	name := "data/" + strconv.FormatUint(w.nextFile, 10)
-	if err := os.WriteFile(filepath.Join(w.dir, name), data, 0600); err != nil {
-		os.Remove(filepath.Join(w.dir, name))
-		return name, err
-	}
-	return name, nil
 }
 
 // localizeChild gives the node name in dir (if any) guest-side state, so

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -73,10 +72,12 @@ type writeback struct {
 	cond     *sync.Cond
 	journal  *os.File
 	queue    []*record
-	seq      uint64 // last record appended
-	done     uint64 // records up to done are on the host (or failed)
-	staged   int64  // bytes in staging files
-	nextFile uint64
+	seq      uint64         // last record appended
+	done     uint64         // records up to done are on the host (or failed)
+	staged   int64          // bytes in staging files
+	nextFile uint64         // staging files are named data/N, N <= nextFile
+	spare    []string       // emptied staging files kept for reuse (staging.go)
+	replayed map[string]int // records replayed from the journal per staging file
 	stats    WritebackStats
 	closed   bool
 	held     bool     // tests: nothing is sent while held
@@ -122,11 +123,12 @@ func newWriteback(fs *FS, dir string, lim WritebackLimits) (*writeback, error) {
 	w.queue = old
 	for _, r := range old {
 		w.seq = max(w.seq, r.Seq)
-		if strings.HasPrefix(r.Staging, "data/") {
-			fmt.Sscanf(r.Staging, "data/%d", &w.nextFile)
-		}
 	}
 	w.done = w.seq - uint64(len(old))
+	if err := w.loadStaging(old); err != nil {
+		w.journal.Close()
+		return nil, err
+	}
 	go w.run()
 	return w, nil
 }
@@ -441,7 +443,7 @@ func (w *writeback) failLocked(op *upstream.WBOp, errno syscall.Errno) {
 func (w *writeback) doneLocked(r *record) {
 	if r.node == nil || r.node.local == nil {
 		if r.node == nil && r.Staging != "" { // replayed after a restart
-			os.Remove(filepath.Join(w.dir, r.Staging))
+			w.unrefReplayedLocked(r.Staging)
 		}
 		return
 	}
@@ -459,7 +461,7 @@ func (w *writeback) dropStagingLocked(n *node) {
 	if fi, err := os.Stat(filepath.Join(w.dir, l.staging)); err == nil {
 		w.staged -= fi.Size()
 	}
-	os.Remove(filepath.Join(w.dir, l.staging))
+	w.recycleLocked(l.staging)
 	n.local = nil
 	// Host attributes cached before the write-back are stale now.
 	if up, ok := w.fs.nodes.upOf(n, w.fs.up.Epoch()); ok && up != 0 {

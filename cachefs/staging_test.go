@@ -1,0 +1,128 @@
+package cachefs_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"testing"
+
+	"github.com/cachefs/cachefs/internal/harness"
+)
+
+// stagingInodes lists the state directory's staging files by inode
+// number, and how many of them hold data.
+func stagingInodes(t *testing.T, state string) (inos []uint64, full int) {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(state, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(state, "data", e.Name()), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Size != 0 {
+			full++
+		}
+		inos = append(inos, st.Ino)
+	}
+	sort.Slice(inos, func(i, j int) bool { return inos[i] < inos[j] })
+	return inos, full
+}
+
+// spares waits until every staging file is an empty spare (the kernel
+// releases closed files asynchronously) and returns their inodes.
+func spares(t *testing.T, state string) []uint64 {
+	t.Helper()
+	var inos []uint64
+	eventually(t, "staging files emptied", func() bool {
+		var full int
+		inos, full = stagingInodes(t, state)
+		return full == 0
+	})
+	return inos
+}
+
+// writeFiles writes n files named prefix0... with contents of their own
+// while the write-back is held, so that each has a staging file, then
+// writes them back.
+func writeFiles(t *testing.T, env *harness.Env, prefix string, n int) {
+	t.Helper()
+	env.FS.HoldWriteback(true)
+	for i := 0; i < n; i++ {
+		p := filepath.Join(env.Mountpoint, fmt.Sprintf("%s%d", prefix, i))
+		if err := os.WriteFile(p, []byte("contents of "+p), 0644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env.FS.HoldWriteback(false)
+	if failed := env.FS.WriteBack(); len(failed) > 0 {
+		t.Fatalf("write-back: %v", failed)
+	}
+}
+
+// A second round of creates reuses the staging files of the first: no
+// staging inode is allocated (or freed) once the host has the files.
+func TestStagingFilesReused(t *testing.T) {
+	export, state := t.TempDir(), t.TempDir()
+	env := startDelegated(t, export, state)
+	writeFiles(t, env, "a", 30)
+	first := spares(t, state)
+	if len(first) != 30 {
+		t.Fatalf("after 30 files written back: %d staging files, want 30 spares", len(first))
+	}
+	writeFiles(t, env, "b", 30)
+	if second := spares(t, state); fmt.Sprint(second) != fmt.Sprint(first) {
+		t.Errorf("staging inodes after the second round %v, want the first round's %v", second, first)
+	}
+	for _, prefix := range []string{"a", "b"} {
+		for i := 0; i < 30; i++ {
+			name := fmt.Sprintf("%s%d", prefix, i)
+			b, err := os.ReadFile(filepath.Join(export, name))
+			if want := "contents of " + filepath.Join(env.Mountpoint, name); err != nil || string(b) != want {
+				t.Errorf("host %s: %q, %v; want %q", name, b, err, want)
+			}
+		}
+	}
+}
+
+// Two journaled writes of one file name one staging file; replayed after
+// a crash in separate batches, the second must still send the contents
+// (the first's completion once removed the file, and the second sent an
+// empty one).
+func TestReplayedWritesShareStaging(t *testing.T) {
+	export, state := t.TempDir(), t.TempDir()
+	env1 := startDelegated(t, export, state)
+	env1.FS.HoldWriteback(true)
+	p := filepath.Join(env1.Mountpoint, "f")
+	if err := os.WriteFile(p, []byte("first;"), 0644); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 600; i++ { // more records than one batch takes
+		if err := os.Mkdir(filepath.Join(env1.Mountpoint, fmt.Sprintf("d%d", i)), 0755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fh, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fh.Write([]byte("second"))
+	if err := fh.Close(); err != nil {
+		t.Fatal(err)
+	}
+	env1.FS.Crash()
+	env1.Close()
+	env2 := startDelegated(t, export, state) // replays the journal before mounting
+	if failed := env2.FS.WriteBack(); len(failed) > 0 {
+		t.Fatalf("write-back: %v", failed)
+	}
+	if b, err := os.ReadFile(filepath.Join(export, "f")); err != nil || !bytes.Equal(b, []byte("first;second")) {
+		t.Errorf("host f after replay: %q, %v; want %q", b, err, "first;second")
+	}
+	spares(t, state)
+}
