@@ -36,21 +36,25 @@ func (fs *FS) openLocalLocked(n *node, flags uint32, reserved bool) (*handle, er
 	}
 	h := &handle{node: n, flags: flags, lf: f, dirty: flags&syscall.O_TRUNC != 0}
 	fs.handles.add(h)
+	fs.wb.open[h] = true
 	return h, nil
 }
 
 // openReplyLocked sets the reply's flags for local handle h: passthrough
-// where it can be, else through the daemon (counted as such). Needs w.mu.
+// where it can be, else through the daemon (counted as such). Its close
+// sends no FLUSH (noFlush) where no locks are taken: what it wrote is
+// queued at its release, or by a wait for the host before that. Needs
+// w.mu.
 func (fs *FS) openReplyLocked(h *handle, out *fuse.OpenOut) {
 	if id, ok := fs.passThroughLocked(h); ok {
 		// Without KEEP_CACHE the kernel drops the inode's page cache,
 		// which passthrough does not use and so would not keep current.
-		out.Fh, out.OpenFlags, out.BackingID = h.id, fuse.FOPEN_PASSTHROUGH, id
+		out.Fh, out.OpenFlags, out.BackingID = h.id, fuse.FOPEN_PASSTHROUGH|fs.noFlush(h.node), id
 		return
 	}
 	h.plain = true
 	fs.wb.plainOpenLocked(h.node)
-	out.Fh, out.OpenFlags = h.id, fuse.FOPEN_KEEP_CACHE
+	out.Fh, out.OpenFlags = h.id, fuse.FOPEN_KEEP_CACHE|fs.noFlush(h.node)
 }
 
 // dOpen opens a file of a delegated subtree: locally if the guest has
@@ -168,19 +172,30 @@ func (fs *FS) queueDataLocked(h *handle) {
 	fs.wb.addLocked(op, l.staging, h.node)
 }
 
-// lFlush queues what h wrote for write-back at close(2), which waits for
-// FLUSH (RELEASE comes later, asynchronously): a flush that starts after
-// close returns finds it queued.
+// lFlush queues what h wrote for write-back at close(2), where the
+// kernel sends FLUSH (a file with locks): close waits for it.
 func (fs *FS) lFlush(h *handle) {
 	w := fs.wb
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.refreshLocked(h.node)
+	fs.queueWrittenLocked(h)
+}
+
+// queueWrittenLocked queues what h wrote since it was last queued. The
+// kernel's writes through a passthrough handle are not seen: the staging
+// file as queued is kept (h.flushed), and the handle is queued again if
+// the file changed since. Needs w.mu.
+func (fs *FS) queueWrittenLocked(h *handle) {
+	fs.wb.refreshLocked(h.node)
+	l := h.node.local
+	if h.pt && !h.dirty && h.flushedOK && (!l.seenValid || l.seen != h.flushed) {
+		h.dirty = true // written (through it or a shared descriptor) since
+	}
 	if !h.dirty {
 		return
 	}
 	fs.queueDataLocked(h)
-	if l := h.node.local; h.pt && l != nil && l.seenValid {
+	if h.pt && l.seenValid {
 		h.flushed, h.flushedOK = l.seen, true
 	}
 }
@@ -189,11 +204,8 @@ func (fs *FS) lRelease(h *handle) {
 	w := fs.wb
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.refreshLocked(h.node)
-	if l := h.node.local; h.pt && !h.dirty && h.flushedOK && (!l.seenValid || l.seen != h.flushed) {
-		h.dirty = true // written through a shared descriptor after the flush
-	}
-	fs.queueDataLocked(h)
+	fs.queueWrittenLocked(h)
+	delete(w.open, h)
 	switch {
 	case h.pt:
 		fs.ptReleaseLocked(h)
@@ -214,8 +226,7 @@ func (fs *FS) lRelease(h *handle) {
 func (fs *FS) lFsync(h *handle) fuse.Status {
 	w := fs.wb
 	w.mu.Lock()
-	w.refreshLocked(h.node)
-	fs.queueDataLocked(h)
+	fs.queueWrittenLocked(h)
 	w.mu.Unlock()
 	if err := h.lf.Sync(); err != nil {
 		return fs.status(err)

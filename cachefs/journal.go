@@ -3,6 +3,7 @@ package cachefs
 import (
 	"encoding/json"
 	"errors"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,6 +22,7 @@ import (
 const (
 	journalAhead = 64 << 10 // bytes allocated past the journal's end
 	journalLow   = 16 << 10 // room a change needs: a record is under 14 KiB (two paths and a target)
+	journalReset = 1 << 20  // a journal this long is emptied when nothing waits
 )
 
 // journalState is the journal file's bookkeeping; writeback.mu protects
@@ -97,11 +99,39 @@ func (w *writeback) rejournalLocked() bool {
 	return true
 }
 
-// resetJournalLocked empties the journal once the host has every change,
-// and allocates ahead again while there is space. Needs w.mu.
-func (w *writeback) resetJournalLocked() {
+// markDoneLocked records that the host has every change up to w.done:
+// a marker line, which a replay skips the records before, or, where
+// nothing waits and the journal has grown past journalReset, an empty
+// journal. Emptying it after every batch would cost a truncate and an
+// allocation each. While records wait in memory, or where a marker
+// cannot be appended, the journal is written anew with only the waiting
+// records: changes the host has must never be replayed, as their
+// staging files are reused. Needs w.mu.
+func (w *writeback) markDoneLocked() {
+	if w.closed {
+		return
+	}
+	if w.j.err != nil || len(w.queue) == 0 && w.j.size >= journalReset {
+		w.rewriteJournalLocked()
+		return
+	}
+	line := strconv.AppendUint([]byte(`{"Done":`), w.done, 10)
+	n, err := w.journal.Write(append(line, "}\n"...))
+	if err != nil {
+		w.rewriteJournalLocked()
+		return
+	}
+	w.j.size += int64(n)
+}
+
+// rewriteJournalLocked empties the journal and appends the records that
+// wait, then allocates ahead again while there is space. Needs w.mu.
+func (w *writeback) rewriteJournalLocked() {
 	w.journal.Truncate(0)
 	w.j = journalState{noAlloc: w.j.noAlloc}
+	for _, r := range w.queue {
+		w.appendLocked(r)
+	}
 	w.roomLocked()
 }
 

@@ -159,3 +159,32 @@ func TestPassthroughMmapTruncateFsync(t *testing.T) {
 		t.Errorf("guest size %d, want 4102", st.Size)
 	}
 }
+
+// Each fsync of a passthrough handle sends what was written since the
+// one before: the kernel's writes are not seen, the staging file's
+// change is.
+func TestPassthroughFsyncAfterFsync(t *testing.T) {
+	export := t.TempDir()
+	env := startDelegated(t, export, t.TempDir())
+	f, err := os.Create(filepath.Join(env.Mountpoint, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	want := ""
+	for _, part := range []string{"first;", "second;", "third"} {
+		if _, err := f.WriteString(part); err != nil {
+			t.Fatal(err)
+		}
+		want += part
+		if err := f.Sync(); err != nil {
+			t.Fatalf("fsync: %v", err)
+		}
+		if b, _ := os.ReadFile(filepath.Join(export, "f")); string(b) != want {
+			t.Errorf("host after fsync: %q, want %q", b, want)
+		}
+	}
+	if env.FS.Stats().Writeback.Passthrough == 0 {
+		t.Skip("the kernel did not pass the file through")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 )
 
 // Staging files. A file of a delegated subtree whose contents the guest
@@ -61,6 +62,50 @@ func (w *writeback) takeSpareLocked() (string, bool) {
 	}
 	w.nextFile++
 	return "data/" + strconv.FormatUint(w.nextFile, 10), false
+}
+
+// recycleDropped recycles the staging files dropped since, outside
+// w.mu: emptying a file is a filesystem call that the kernel's requests
+// must not wait for.
+func (w *writeback) recycleDropped() {
+	w.mu.Lock()
+	names := w.dropped
+	w.dropped = nil
+	w.mu.Unlock()
+	if len(names) == 0 {
+		return
+	}
+	var freed int64
+	var kept []string
+	for _, name := range names {
+		p := filepath.Join(w.dir, name)
+		var st syscall.Stat_t
+		if syscall.Stat(p, &st) == nil {
+			freed += st.Size
+		}
+		if os.Truncate(p, 0) == nil {
+			kept = append(kept, name)
+		} else {
+			os.Remove(p)
+		}
+	}
+	w.mu.Lock()
+	w.staged -= freed
+	for _, name := range kept {
+		w.keepSpareLocked(name)
+	}
+	w.mu.Unlock()
+	w.cond.Broadcast() // writers may wait for staged bytes
+}
+
+// keepSpareLocked keeps an empty staging file as a spare, or removes it
+// where there are spares enough. Needs w.mu.
+func (w *writeback) keepSpareLocked(name string) {
+	if len(w.spare) >= stagingSpares {
+		os.Remove(filepath.Join(w.dir, name))
+		return
+	}
+	w.spare = append(w.spare, name)
 }
 
 // recycleLocked empties a staging file the host has and keeps it as a

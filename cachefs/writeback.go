@@ -34,6 +34,7 @@ import (
 
 // record is one journaled change.
 type record struct {
+	Done    uint64 `json:",omitempty"` // a marker: the host has every record up to Done
 	Seq     uint64
 	Op      upstream.WBOp // Data is never journaled: Staging holds it
 	Staging string        `json:",omitempty"` // WBWrite: the file with the contents
@@ -75,6 +76,9 @@ type writeback struct {
 	seq      uint64         // last record appended
 	done     uint64         // records up to done are on the host (or failed)
 	staged   int64          // bytes in staging files
+	gathered bool           // the flusher let the queue grow once already
+	waiters  int            // callers of wait blocked now: a batch is sent without gathering
+	dropped  []string       // staging files the host has, to recycle (staging.go)
 	nextFile uint64         // staging files are named data/N, N <= nextFile
 	spare    []string       // emptied staging files kept for reuse (staging.go)
 	replayed map[string]int // records replayed from the journal per staging file
@@ -86,13 +90,20 @@ type writeback struct {
 	stalls   uint64   // sends that ended stalled
 	retry    bool     // a stalled queue may be sent again
 	j        journalState
-	pt       bool          // staging files may be passed through (passthrough.go)
-	plain    map[*node]int // open handles per node that are not passthrough
+	pt       bool             // staging files may be passed through (passthrough.go)
+	plain    map[*node]int    // open handles per node that are not passthrough
+	open     map[*handle]bool // open local handles: wait queues what they wrote
 }
 
 const wbBatch = 512          // records per OpApply at most
 const wbBatchBytes = 2 << 20 // data per OpApply at most
 const wbChunk = 1 << 20      // data per WBWrite
+
+// wbGather is how long the flusher lets a small batch grow while nobody
+// waits for it: changes come in bursts of a few records per file, and a
+// batch per burst would cost a round trip, a host apply and a journal
+// marker each.
+const wbGather = 2 * time.Millisecond
 
 func newWriteback(fs *FS, dir string, lim WritebackLimits) (*writeback, error) {
 	if lim.Records == 0 {
@@ -104,9 +115,9 @@ func newWriteback(fs *FS, dir string, lim WritebackLimits) (*writeback, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "data"), 0700); err != nil {
 		return nil, err
 	}
-	w := &writeback{fs: fs, dir: dir, lim: lim, plain: map[*node]int{}}
+	w := &writeback{fs: fs, dir: dir, lim: lim, plain: map[*node]int{}, open: map[*handle]bool{}}
 	w.cond = sync.NewCond(&w.mu)
-	old, err := readJournal(filepath.Join(dir, "journal"))
+	old, done, err := readJournal(filepath.Join(dir, "journal"))
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +131,7 @@ func newWriteback(fs *FS, dir string, lim WritebackLimits) (*writeback, error) {
 	if fi, err := w.journal.Stat(); err == nil {
 		w.j.size = fi.Size()
 	}
-	w.queue = old
+	w.queue, w.seq = old, done
 	for _, r := range old {
 		w.seq = max(w.seq, r.Seq)
 	}
@@ -133,27 +144,34 @@ func newWriteback(fs *FS, dir string, lim WritebackLimits) (*writeback, error) {
 	return w, nil
 }
 
-// readJournal loads records a previous daemon left; a torn last line
+// readJournal loads the records a previous daemon left that the host
+// did not have, and the last marker's sequence number; a torn last line
 // (a crash mid-append) is ignored.
-func readJournal(p string) ([]*record, error) {
+func readJournal(p string) ([]*record, uint64, error) {
 	f, err := os.Open(p)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer f.Close()
 	var out []*record
+	var done uint64
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		var r record
-		if json.Unmarshal(sc.Bytes(), &r) == nil {
+		switch {
+		case json.Unmarshal(sc.Bytes(), &r) != nil:
+		case r.Done != 0:
+			done = max(done, r.Done)
+		default:
 			out = append(out, &r)
 		}
 	}
-	return out, nil
+	out = slices.DeleteFunc(out, func(r *record) bool { return r.Seq <= done })
+	return out, done, nil
 }
 
 // add journals a change and queues it; n's pending count holds its local
@@ -174,14 +192,20 @@ func (w *writeback) addLocked(op upstream.WBOp, staging string, n *node) {
 	w.cond.Broadcast()
 }
 
-// wait blocks until every change made before it is on the host, or a
+// wait blocks until every change made before it is on the host, what
+// open local handles wrote included, or a
 // send stalled for lack of space on the host (which it retries at once
 // if stalled already), and returns the failures no earlier wait
 // returned, and the stall.
 func (w *writeback) wait() []Failure {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	for h := range w.open { // closed, perhaps, with no FLUSH (FOPEN_NOFLUSH) and not released yet
+		w.fs.queueWrittenLocked(h)
+	}
 	target, stalls := w.seq, w.stalls
+	w.waiters++
+	defer func() { w.waiters-- }()
 	if w.stalled != nil {
 		w.retry = true
 		w.cond.Broadcast()
@@ -200,13 +224,21 @@ func (w *writeback) wait() []Failure {
 func (w *writeback) run() {
 	backoff, pause := 10*time.Millisecond, time.Second
 	for {
+		w.recycleDropped()
 		w.mu.Lock()
-		for (len(w.queue) == 0 || w.held || (w.stalled != nil && !w.retry)) && !w.closed {
+		for !w.sendableLocked() && len(w.dropped) == 0 && !w.closed {
 			w.cond.Wait()
 		}
 		if w.closed {
 			w.mu.Unlock()
 			return
+		}
+		if !w.sendableLocked() {
+			w.mu.Unlock()
+			continue // only staging files to recycle
+		}
+		if w.gatherLocked() {
+			continue
 		}
 		batch := w.takeLocked()
 		w.retry = false
@@ -229,6 +261,26 @@ func (w *writeback) run() {
 		time.AfterFunc(pause, w.retryStalled)
 		pause = min(2*pause, 30*time.Second)
 	}
+}
+
+// sendableLocked reports whether the flusher has a batch to send. Needs
+// w.mu.
+func (w *writeback) sendableLocked() bool {
+	return len(w.queue) > 0 && !w.held && (w.stalled == nil || w.retry)
+}
+
+// gatherLocked lets a small batch grow for wbGather, once, unless a
+// caller of wait is blocked or a stalled queue is retried; it reports
+// whether it did (and unlocked w.mu). Needs w.mu.
+func (w *writeback) gatherLocked() bool {
+	if len(w.queue) >= wbBatch/2 || w.waiters > 0 || w.retry || w.gathered {
+		w.gathered = false
+		return false
+	}
+	w.gathered = true
+	w.mu.Unlock()
+	time.Sleep(wbGather)
+	return true
 }
 
 // retryStalled lets a stalled queue be sent again.
@@ -397,8 +449,8 @@ func (w *writeback) finish(batch []*record, ops []upstream.WBOp, sizes []int, re
 	w.stats.Batches++
 	w.stats.Sent += uint64(n)
 	w.stats.Pending = uint64(len(w.queue))
-	if len(w.queue) == 0 {
-		w.resetJournalLocked()
+	if n > 0 {
+		w.markDoneLocked()
 	}
 	w.cond.Broadcast()
 	return stalled
@@ -458,10 +510,8 @@ func (w *writeback) doneLocked(r *record) {
 // the node becomes an ordinary host node again.
 func (w *writeback) dropStagingLocked(n *node) {
 	l := n.local
-	if fi, err := os.Stat(filepath.Join(w.dir, l.staging)); err == nil {
-		w.staged -= fi.Size()
-	}
-	w.recycleLocked(l.staging)
+	w.dropped = append(w.dropped, l.staging)
+	w.cond.Broadcast()
 	n.local = nil
 	// Host attributes cached before the write-back are stale now.
 	if up, ok := w.fs.nodes.upOf(n, w.fs.up.Epoch()); ok && up != 0 {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -102,6 +103,9 @@ func parseGuest(cmd string, args []string, reqVal *string, req, usage string) (*
 	}
 	pol, err := g.policy()
 	if g.pprof != "" {
+		// Lock waits show in the mutex and block profiles too.
+		runtime.SetMutexProfileFraction(10)
+		runtime.SetBlockProfileRate(100000)
 		go func() { log.Printf("cachefsd: pprof: %v", http.ListenAndServe(g.pprof, nil)) }()
 	}
 	return fl, g, pol, err

@@ -27,9 +27,11 @@ type config struct {
 	Timeout   time.Duration // limit of one phase
 	// RepeatBelow: a cell whose first run took longer is not repeated.
 	RepeatBelow time.Duration
-	Command     string // the command line recorded in the report
-	Revision    string // the cachefs revision measured
-	From        string // results.json to render again instead of measuring
+	// Settle: the pause after a system's files are deleted (trash.go).
+	Settle   time.Duration
+	Command  string // the command line recorded in the report
+	Revision string // the cachefs revision measured
+	From     string // results.json to render again instead of measuring
 }
 
 func main() {
@@ -46,6 +48,7 @@ func main() {
 	flag.StringVar(&c.Publish, "publish", "", "directory to copy chart.svg and results.csv to, linked from --docs")
 	flag.DurationVar(&c.Timeout, "timeout", 0, "limit of one phase; slower cells show as >LIMIT (default 2m)")
 	flag.DurationVar(&c.RepeatBelow, "repeat-below", 45*time.Second, "run a cell again only if its first run took less")
+	flag.DurationVar(&c.Settle, "settle", -1, "pause after deleting a system's files, so the next system's creates do not pay for them (default 31s, 0 with --quick)")
 	flag.StringVar(&c.Command, "command", "", "command line to record (default: this one)")
 	flag.StringVar(&c.From, "from", "", "render this results.json again (to --out, --docs, --publish) without measuring")
 	flag.StringVar(&c.Revision, "revision", "", "cachefs revision to record (default: git describe --always --dirty)")
@@ -74,6 +77,12 @@ func (c *config) defaults() {
 	}
 	if c.Timeout == 0 {
 		c.Timeout = 2 * time.Minute
+	}
+	if c.Settle < 0 {
+		c.Settle = 31 * time.Second
+		if c.Quick {
+			c.Settle = 0
+		}
 	}
 	if c.Bin == "" {
 		c.Bin = c.Work + "/bin"

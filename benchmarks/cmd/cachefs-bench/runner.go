@@ -23,6 +23,7 @@ type runner struct {
 	workloads []*workload
 	seq       int
 	sshd      *mount
+	trashed   int // runs' outputs moved to the trash (trash.go)
 	// visibility runs cmd/visibility after the cells (visibility.go).
 	visibility bool
 	// scratch is a directory outside the mount, new for each run of a
@@ -158,6 +159,7 @@ func (r *runner) run() error {
 			r.runCell(s, w)
 		}
 		os.RemoveAll(filepath.Join(r.cfg.Work, "run", s.Name))
+		r.emptyTrash()
 		r.rep.LoadEnd = loadAvg()
 		if err := r.rep.write(r); err != nil {
 			return err
@@ -210,7 +212,7 @@ func (r *runner) runOnce(s *system, w *workload, run int) []result {
 		return base
 	}
 	if w.Mutates {
-		defer os.RemoveAll(export)
+		defer r.discard(export)
 	}
 	r.scratch = filepath.Join(r.cfg.Work, "run", s.Name, fmt.Sprintf("scratch-%s-%d", w.Name, run))
 	os.RemoveAll(r.scratch)
