@@ -27,7 +27,10 @@
 // listing (dirSnap), so an open costs no work per entry. Its own changes
 // go to the host at once and drop what they invalidate. Delegated (delegated.go,
 // writeback.go) completes changes in the guest and writes them back
-// later from a journal. Sockets, fifos and devices are never cached.
+// later from a journal; file contents live in staging files, which the
+// kernel reads and writes itself (passthrough.go) and which are reused
+// once the host has them (staging.go), and a written file closes without
+// FLUSH. Sockets, fifos and devices are never cached.
 //
 // # Invalidation
 //

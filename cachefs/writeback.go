@@ -23,9 +23,11 @@ import (
 // the host applies each batch in order. File contents live in staging
 // files in the state directory and are read when their record is sent.
 //
-// The journal file holds the records not yet on the host; it survives a
-// crash of the daemon and is replayed when it starts again (journal.go
-// keeps it whole when the state directory fills up). A record that the
+// The journal file holds the records not yet on the host, and markers
+// of what the host has; it survives a crash of the daemon and is
+// replayed from the last marker when it starts again (journal.go keeps
+// it whole when the state directory fills up). The flusher lets a small
+// batch grow for wbGather unless somebody waits. A record that the
 // host refuses for good is reported (Failures) and dropped; a lost
 // connection is retried until the host answers. A record the host has no
 // space for (ENOSPC, EDQUOT) stalls the queue instead: it is reported and
@@ -192,11 +194,10 @@ func (w *writeback) addLocked(op upstream.WBOp, staging string, n *node) {
 	w.cond.Broadcast()
 }
 
-// wait blocks until every change made before it is on the host, what
-// open local handles wrote included, or a
-// send stalled for lack of space on the host (which it retries at once
-// if stalled already), and returns the failures no earlier wait
-// returned, and the stall.
+// wait blocks until every change made before it is on the host (what
+// open local handles wrote included), or a send stalled for lack of
+// space on the host (which it retries at once if stalled already), and
+// returns the failures no earlier wait returned, and the stall.
 func (w *writeback) wait() []Failure {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -48,7 +48,7 @@ func main() {
 	flag.StringVar(&c.Publish, "publish", "", "directory to copy chart.svg and results.csv to, linked from --docs")
 	flag.DurationVar(&c.Timeout, "timeout", 0, "limit of one phase; slower cells show as >LIMIT (default 2m)")
 	flag.DurationVar(&c.RepeatBelow, "repeat-below", 45*time.Second, "run a cell again only if its first run took less")
-	flag.DurationVar(&c.Settle, "settle", -1, "pause after deleting a system's files, so the next system's creates do not pay for them (default 31s, 0 with --quick)")
+	flag.DurationVar(&c.Settle, "settle", -1, "pause after deleting a system's files, so the next system's creates do not pay for them (default 5m30s, 0 with --quick)")
 	flag.StringVar(&c.Command, "command", "", "command line to record (default: this one)")
 	flag.StringVar(&c.From, "from", "", "render this results.json again (to --out, --docs, --publish) without measuring")
 	flag.StringVar(&c.Revision, "revision", "", "cachefs revision to record (default: git describe --always --dirty)")
@@ -79,7 +79,7 @@ func (c *config) defaults() {
 		c.Timeout = 2 * time.Minute
 	}
 	if c.Settle < 0 {
-		c.Settle = 31 * time.Second
+		c.Settle = 330 * time.Second
 		if c.Quick {
 			c.Settle = 0
 		}

@@ -148,7 +148,7 @@ func (r *runner) run() error {
 	defer r.stopAll()
 	r.rep.LoadStart = loadAvg()
 	r.prepareInputs()
-	for _, s := range r.systems {
+	for i, s := range r.systems {
 		if why := r.available(s); why != "" {
 			r.logf("skipping %s: %s", s.Name, why)
 			r.rep.Skipped = append(r.rep.Skipped, skipped{s.Name, why})
@@ -159,7 +159,7 @@ func (r *runner) run() error {
 			r.runCell(s, w)
 		}
 		os.RemoveAll(filepath.Join(r.cfg.Work, "run", s.Name))
-		r.emptyTrash()
+		r.emptyTrash(i < len(r.systems)-1)
 		r.rep.LoadEnd = loadAvg()
 		if err := r.rep.write(r); err != nil {
 			return err

@@ -11,13 +11,14 @@ import (
 
 // Deleted files cost the files made after them on some filesystems: on
 // ext4 without a journal (this machine's disk) every inode allocation
-// scans past the inodes freed in the last 30 seconds, or five minutes
-// while their inode table blocks are dirty. A kernel untar run right
-// after the previous run's 83,731 entries were deleted measured 56 s
-// natively where one on a quiet disk took 8 to 10 s. So a run's output
-// is moved to a trash directory, not deleted; the trash is emptied
-// after each system, followed by a sync and a pause of --settle, and
-// every system starts on a disk with nothing freed recently.
+// scans past the inodes freed in the last 30 seconds, or 5.5 minutes
+// while their inode table block is dirty (and a create next to them
+// dirties it). A kernel untar run right after the previous run's 83,731
+// entries were deleted measured 56 s natively where one on a quiet disk
+// took 8 to 10 s. So a run's output is moved to a trash directory, not
+// deleted; the trash is emptied after each system, followed by a sync
+// and, unless it was the last, a pause of --settle, so that every
+// system starts on a disk with nothing freed in the last 5.5 minutes.
 
 // discard moves dir to the trash (or removes it where it cannot move).
 func (r *runner) discard(dir string) {
@@ -29,10 +30,11 @@ func (r *runner) discard(dir string) {
 	}
 }
 
-// emptyTrash deletes what was discarded, then lets the disk settle.
-func (r *runner) emptyTrash() {
+// emptyTrash deletes what was discarded, then lets the disk settle
+// if another system follows.
+func (r *runner) emptyTrash(more bool) {
 	os.RemoveAll(filepath.Join(r.cfg.Work, "run", "trash"))
-	if r.cfg.Settle <= 0 {
+	if r.cfg.Settle <= 0 || !more {
 		return
 	}
 	if f, err := os.Open(r.cfg.Work); err == nil {
