@@ -42,19 +42,19 @@ func (fs *FS) openLocalLocked(n *node, flags uint32, reserved bool) (*handle, er
 
 // openReplyLocked sets the reply's flags for local handle h: passthrough
 // where it can be, else through the daemon (counted as such). Its close
-// sends no FLUSH (noFlush) where no locks are taken: what it wrote is
-// queued at its release, or by a wait for the host before that. Needs
-// w.mu.
+// sends FLUSH: a close of any descriptor must end the process's POSIX
+// locks on the file, also those taken through another descriptor after
+// this one was opened, and the host holds them. Needs w.mu.
 func (fs *FS) openReplyLocked(h *handle, out *fuse.OpenOut) {
 	if id, ok := fs.passThroughLocked(h); ok {
 		// Without KEEP_CACHE the kernel drops the inode's page cache,
 		// which passthrough does not use and so would not keep current.
-		out.Fh, out.OpenFlags, out.BackingID = h.id, fuse.FOPEN_PASSTHROUGH|fs.noFlush(h.node), id
+		out.Fh, out.OpenFlags, out.BackingID = h.id, fuse.FOPEN_PASSTHROUGH, id
 		return
 	}
 	h.plain = true
 	fs.wb.plainOpenLocked(h.node)
-	out.Fh, out.OpenFlags = h.id, fuse.FOPEN_KEEP_CACHE|fs.noFlush(h.node)
+	out.Fh, out.OpenFlags = h.id, fuse.FOPEN_KEEP_CACHE
 }
 
 // dOpen opens a file of a delegated subtree: locally if the guest has
@@ -172,8 +172,9 @@ func (fs *FS) queueDataLocked(h *handle) {
 	fs.wb.addLocked(op, l.staging, h.node)
 }
 
-// lFlush queues what h wrote for write-back at close(2), where the
-// kernel sends FLUSH (a file with locks): close waits for it.
+// lFlush queues what h wrote for write-back at close(2), which waits for
+// FLUSH (RELEASE comes later, asynchronously): a flush that starts after
+// close returns finds it queued.
 func (fs *FS) lFlush(h *handle) {
 	w := fs.wb
 	w.mu.Lock()

@@ -29,8 +29,8 @@
 // writeback.go) completes changes in the guest and writes them back
 // later from a journal; file contents live in staging files, which the
 // kernel reads and writes itself (passthrough.go) and which are reused
-// once the host has them (staging.go), and a written file closes without
-// FLUSH. Sockets, fifos and devices are never cached.
+// once the host has them (staging.go). Sockets, fifos and devices are
+// never cached.
 //
 // # Invalidation
 //

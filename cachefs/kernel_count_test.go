@@ -216,32 +216,3 @@ func TestColdReadWithoutReadNode(t *testing.T) {
 		t.Errorf("cold read of %d files sent %d open, want one each", n, d)
 	}
 }
-
-// A file written in a delegated subtree closes without a FLUSH request;
-// what it wrote is queued at its release, or by a flush that comes
-// before the kernel's release does.
-func TestDelegatedWriteCloseSendsNoFlush(t *testing.T) {
-	export := t.TempDir()
-	env := harness.Start(t, harness.Options{Export: export, Policy: consistency.NewPolicy(consistency.Delegated),
-		StateDir: t.TempDir()})
-	env.Kernel.Reset()
-	for i := 0; i < 10; i++ {
-		name := filepath.Join(env.Mountpoint, "f"+string(rune('a'+i)))
-		if err := os.WriteFile(name, []byte("data "+name), 0644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got := env.Kernel.Count("FLUSH"); got != 0 {
-		t.Errorf("10 creates, writes and closes sent %d FLUSH, want 0", got)
-	}
-	if failed := env.FS.WriteBack(); len(failed) > 0 {
-		t.Fatalf("write-back: %v", failed)
-	}
-	for i := 0; i < 10; i++ {
-		rel := "f" + string(rune('a'+i))
-		want := "data " + filepath.Join(env.Mountpoint, rel)
-		if b, err := os.ReadFile(filepath.Join(export, rel)); err != nil || string(b) != want {
-			t.Errorf("host %s: %q, %v; want %q", rel, b, err, want)
-		}
-	}
-}

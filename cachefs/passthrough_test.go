@@ -188,3 +188,23 @@ func TestPassthroughFsyncAfterFsync(t *testing.T) {
 		t.Skip("the kernel did not pass the file through")
 	}
 }
+
+// A flush for the host takes what files still open have written.
+func TestWriteBackTakesOpenFiles(t *testing.T) {
+	export := t.TempDir()
+	env := startDelegated(t, export, t.TempDir())
+	f, err := os.Create(filepath.Join(env.Mountpoint, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString("written, not closed"); err != nil {
+		t.Fatal(err)
+	}
+	if failed := env.FS.WriteBack(); len(failed) > 0 {
+		t.Fatalf("write-back: %v", failed)
+	}
+	if b, err := os.ReadFile(filepath.Join(export, "f")); err != nil || string(b) != "written, not closed" {
+		t.Errorf("host f after the flush: %q, %v", b, err)
+	}
+}

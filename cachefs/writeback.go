@@ -201,7 +201,7 @@ func (w *writeback) addLocked(op upstream.WBOp, staging string, n *node) {
 func (w *writeback) wait() []Failure {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for h := range w.open { // closed, perhaps, with no FLUSH (FOPEN_NOFLUSH) and not released yet
+	for h := range w.open { // written, and not closed yet
 		w.fs.queueWrittenLocked(h)
 	}
 	target, stalls := w.seq, w.stalls
