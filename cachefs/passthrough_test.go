@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/cachefs/cachefs/internal/harness"
 	"golang.org/x/sys/unix"
 )
 
@@ -160,17 +161,25 @@ func TestPassthroughMmapTruncateFsync(t *testing.T) {
 	}
 }
 
-// Each fsync of a passthrough handle sends what was written since the
-// one before: the kernel's writes are not seen, the staging file's
-// change is.
-func TestPassthroughFsyncAfterFsync(t *testing.T) {
+// createDelegated mounts a new export delegated and creates file f in
+// it, open until the test ends.
+func createDelegated(t *testing.T) (string, *harness.Env, *os.File) {
+	t.Helper()
 	export := t.TempDir()
 	env := startDelegated(t, export, t.TempDir())
 	f, err := os.Create(filepath.Join(env.Mountpoint, "f"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	t.Cleanup(func() { f.Close() })
+	return export, env, f
+}
+
+// Each fsync of a passthrough handle sends what was written since the
+// one before: the kernel's writes are not seen, the staging file's
+// change is.
+func TestPassthroughFsyncAfterFsync(t *testing.T) {
+	export, env, f := createDelegated(t)
 	want := ""
 	for _, part := range []string{"first;", "second;", "third"} {
 		if _, err := f.WriteString(part); err != nil {
@@ -191,13 +200,7 @@ func TestPassthroughFsyncAfterFsync(t *testing.T) {
 
 // A flush for the host takes what files still open have written.
 func TestWriteBackTakesOpenFiles(t *testing.T) {
-	export := t.TempDir()
-	env := startDelegated(t, export, t.TempDir())
-	f, err := os.Create(filepath.Join(env.Mountpoint, "f"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	export, env, f := createDelegated(t)
 	if _, err := f.WriteString("written, not closed"); err != nil {
 		t.Fatal(err)
 	}

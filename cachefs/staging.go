@@ -83,10 +83,8 @@ func (w *writeback) recycleDropped() {
 		if syscall.Stat(p, &st) == nil {
 			freed += st.Size
 		}
-		if os.Truncate(p, 0) == nil {
+		if w.emptyStaging(name) {
 			kept = append(kept, name)
-		} else {
-			os.Remove(p)
 		}
 	}
 	w.mu.Lock()
@@ -108,16 +106,23 @@ func (w *writeback) keepSpareLocked(name string) {
 	w.spare = append(w.spare, name)
 }
 
-// recycleLocked empties a staging file the host has and keeps it as a
-// spare, or removes it where there are spares enough or it cannot be
-// emptied. Needs w.mu.
-func (w *writeback) recycleLocked(name string) {
+// emptyStaging empties a staging file for reuse, or removes it where it
+// cannot be emptied, and reports whether it is there to keep.
+func (w *writeback) emptyStaging(name string) bool {
 	p := filepath.Join(w.dir, name)
-	if len(w.spare) >= stagingSpares || os.Truncate(p, 0) != nil {
-		os.Remove(p)
-		return
+	if os.Truncate(p, 0) == nil {
+		return true
 	}
-	w.spare = append(w.spare, name)
+	os.Remove(p)
+	return false
+}
+
+// recycleLocked empties a staging file the host has and keeps it as a
+// spare (keepSpareLocked). Needs w.mu.
+func (w *writeback) recycleLocked(name string) {
+	if w.emptyStaging(name) {
+		w.keepSpareLocked(name)
+	}
 }
 
 // unrefReplayedLocked lets go of a replayed record's staging file once
