@@ -17,7 +17,7 @@ import (
 // new file. A create-heavy workload (an untar) would otherwise allocate
 // and free one inode in the state directory per file it writes; on ext4
 // without a journal every allocation scans past the inodes freed in the
-// last 30 seconds (five minutes while their table blocks are dirty), so
+// last 30 seconds (5.5 minutes while their table block is dirty), so
 // each create costs more the faster files are written back, and the
 // host's creates on the same filesystem pay for the guest's frees.
 //

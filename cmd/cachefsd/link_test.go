@@ -60,12 +60,12 @@ func TestLinkDropped(t *testing.T) {
 	defer f.Close()
 
 	epoch := env.Client.Epoch()
-	var readsBefore uint64
+	var trafficBefore uint64
 	var drops sync.WaitGroup
 	buf := make([]byte, chunk)
 	for off := 0; off < size; off += chunk {
 		if off == size/2 {
-			readsBefore = hostTraffic(env)
+			trafficBefore = hostTraffic(env)
 			drops.Add(1)
 			go dropLink(env.Client, &drops)
 		}
@@ -77,7 +77,7 @@ func TestLinkDropped(t *testing.T) {
 		}
 	}
 	drops.Wait()
-	checkResumed(t, env, logs, epoch, readsBefore)
+	checkResumed(t, env, logs, epoch, trafficBefore)
 }
 
 // dropLink cuts the link three times, a millisecond apart, racing the
@@ -92,7 +92,7 @@ func dropLink(c *upstream.Client, wg *sync.WaitGroup) {
 
 // checkResumed asserts the link came back to the same host session and
 // carried file data after the drops.
-func checkResumed(t *testing.T, env *harness.Env, logs *logRecorder, epoch, readsBefore uint64) {
+func checkResumed(t *testing.T, env *harness.Env, logs *logRecorder, epoch, trafficBefore uint64) {
 	t.Helper()
 	if !logs.has("reconnected to host") {
 		t.Errorf("the client never logged reconnecting")
@@ -103,7 +103,7 @@ func checkResumed(t *testing.T, env *harness.Env, logs *logRecorder, epoch, read
 	if got := env.Server.Stats().Sessions; got != 1 {
 		t.Errorf("server sessions: got %d, want 1", got)
 	}
-	if after := hostTraffic(env); after == readsBefore {
+	if after := hostTraffic(env); after == trafficBefore {
 		t.Errorf("no file data crossed the link after the drops (%d requests before and after)", after)
 	}
 }
