@@ -16,23 +16,27 @@ import (
 // when the name leaves the cache. Everything is keyed by host node id in
 // one epoch: a new host session starts from an empty cache.
 //
-// Racing fills are fenced by generations: a filler notes gen(dir) before
-// its upstream request, and its result is dropped if the directory was
-// invalidated meanwhile.
+// Racing fills are fenced by generations: a filler takes a fence before
+// its upstream request, and its result is dropped if the directory, or
+// the node whose attributes it fetched, was invalidated meanwhile.
+// Without the attribute fence a GETATTR answered before a guest write
+// reached the host could cache the old size after the write dropped it.
 type metaCache struct {
 	ttl   time.Duration    // immutable
 	pin   func(n *node)    // immutable: called under mu
 	unpin func(n *node)    // immutable: called under mu
 	now   func() time.Time // immutable
 
-	mu    sync.Mutex // protects the following
-	epoch uint64
-	dirs  *costLRU[uint64, *dirCache]
-	attrs *costLRU[uint64, attrEntry]
-	gens  map[uint64]uint64 // generation of dirs not cached, once invalidated
-	floor uint64            // generation of dirs neither cached nor in gens
-	gen   uint64            // last generation handed out
-	stats CacheStats
+	mu        sync.Mutex // protects the following
+	epoch     uint64
+	dirs      *costLRU[uint64, *dirCache]
+	attrs     *costLRU[uint64, attrEntry]
+	gens      map[uint64]uint64 // generation of dirs not cached, once invalidated
+	floor     uint64            // generation of dirs neither cached nor in gens
+	gen       uint64            // last generation handed out
+	drops     map[uint64]uint64 // generation of nodes' last attribute drop
+	dropFloor uint64            // generation of drops not in drops
+	stats     CacheStats
 }
 
 // CacheStats count the metadata cache's work.
@@ -89,7 +93,7 @@ func newMetaCache(ttl time.Duration, lim CacheLimits, pin, unpin func(*node)) *m
 	if lim.AttrBytes == 0 {
 		lim.AttrBytes = 16 << 20
 	}
-	c := &metaCache{ttl: ttl, pin: pin, unpin: unpin, now: time.Now, gens: map[uint64]uint64{}}
+	c := &metaCache{ttl: ttl, pin: pin, unpin: unpin, now: time.Now, gens: map[uint64]uint64{}, drops: map[uint64]uint64{}}
 	c.dirs = newCostLRU[uint64, *dirCache](lim.DirBytes, func(d *dirCache) int { return d.cost }, c.evictDir)
 	c.attrs = newCostLRU[uint64, attrEntry](lim.AttrBytes, func(attrEntry) int { return attrCost }, nil)
 	return c
@@ -113,19 +117,9 @@ func (c *metaCache) syncLocked(epoch uint64) {
 		c.attrs.purge()
 		c.gen++
 		c.gens, c.floor = map[uint64]uint64{}, c.gen
+		c.drops, c.dropFloor = map[uint64]uint64{}, c.gen
 		c.epoch = epoch
 	}
-}
-
-// dirGen returns dir's generation, to pass back to the fills below.
-func (c *metaCache) dirGen(epoch, dir uint64) uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.syncLocked(epoch)
-	if d, ok := c.dirs.peek(dir); ok {
-		return d.gen
-	}
-	return c.uncachedGenLocked(dir)
 }
 
 func (c *metaCache) uncachedGenLocked(dir uint64) uint64 {
@@ -135,8 +129,8 @@ func (c *metaCache) uncachedGenLocked(dir uint64) uint64 {
 	return c.floor
 }
 
-// maxGens bounds the generations kept for uncached directories; past it
-// they are all superseded by a new floor.
+// maxGens bounds the generations kept for uncached directories, and for
+// attribute drops; past it they are all superseded by a new floor.
 const maxGens = 1 << 16
 
 func (c *metaCache) setGenLocked(dir, gen uint64) {
@@ -148,8 +142,9 @@ func (c *metaCache) setGenLocked(dir, gen uint64) {
 	c.gens[dir] = gen
 }
 
-// fence returns a generation that fills of any directory may pass as
-// gen: they are refused if the directory is invalidated after it.
+// fence returns the generation fills pass as gen: they are refused if
+// the directory, or a node whose attributes they carry, is invalidated
+// after it. Take it before the upstream request whose answer fills.
 func (c *metaCache) fence(epoch uint64) uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -223,7 +218,7 @@ func (c *metaCache) putName(epoch, dir, gen uint64, name string, n *node, a *ups
 	de := dentry{node: n, expires: c.now().Add(c.ttl)}
 	if a != nil && n != nil {
 		de.attr = *a
-		c.putAttrLocked(n.up, a)
+		c.putAttrLocked(n.up, gen, a)
 	}
 	c.setNameLocked(d, name, de)
 	return true
@@ -301,7 +296,7 @@ func (c *metaCache) putListing(epoch, dir, gen uint64, names []string, nodes []*
 		d.cost += dentryCost + len(name)
 		d.names[name] = dentry{node: nodes[i], attr: attrs[i], expires: exp}
 		if nodes[i] != nil { // nil for "." and "..", which are never looked up
-			c.putAttrLocked(nodes[i].up, &attrs[i])
+			c.putAttrLocked(nodes[i].up, gen, &attrs[i])
 		}
 	}
 	d.order, d.complete, d.expires = names, true, exp
@@ -322,16 +317,26 @@ func (c *metaCache) attr(epoch, up uint64) (upstream.Attr, bool) {
 	return upstream.Attr{}, false
 }
 
-// putAttr caches attributes fresh from the host.
-func (c *metaCache) putAttr(epoch, up uint64, a *upstream.Attr) {
+// putAttr caches attributes fetched from the host after fence gen. It
+// reports false, caching nothing, if they were dropped since.
+func (c *metaCache) putAttr(epoch, up, gen uint64, a *upstream.Attr) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.syncLocked(epoch)
-	c.putAttrLocked(up, a)
+	return c.putAttrLocked(up, gen, a)
 }
 
-func (c *metaCache) putAttrLocked(up uint64, a *upstream.Attr) {
+func (c *metaCache) putAttrLocked(up, gen uint64, a *upstream.Attr) bool {
+	dropped, ok := c.drops[up]
+	if !ok {
+		dropped = c.dropFloor
+	}
+	if dropped > gen {
+		c.stats.Dropped++
+		return false
+	}
 	c.attrs.add(up, attrEntry{attr: *a, expires: c.now().Add(c.ttl)})
+	return true
 }
 
 // xattrAbsent reports whether name is known missing on a node whose
@@ -370,11 +375,17 @@ func (c *metaCache) noteXattrAbsent(epoch, up uint64, name string) {
 	}
 }
 
-// dropAttr forgets a node's attributes.
+// dropAttr forgets a node's attributes and fences fills in flight.
 func (c *metaCache) dropAttr(up uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.attrs.remove(up)
+	c.gen++
+	if len(c.drops) >= maxGens {
+		c.drops, c.dropFloor = map[uint64]uint64{}, c.gen
+	} else {
+		c.drops[up] = c.gen
+	}
 	c.stats.Invalidations++
 }
 
@@ -420,6 +431,7 @@ func (c *metaCache) purge() {
 	c.dirs.purge()
 	c.gen++
 	c.gens, c.floor = map[uint64]uint64{}, c.gen
+	c.drops, c.dropFloor = map[uint64]uint64{}, c.gen
 	c.attrs.purge()
 	c.stats.Invalidations++
 }

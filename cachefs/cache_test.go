@@ -24,7 +24,7 @@ func testCachePins(lim CacheLimits) (*metaCache, map[uint64]int, map[uint64]int)
 func TestCacheNames(t *testing.T) {
 	c, unpins := testCache(CacheLimits{})
 	n := &node{id: 7, up: 70}
-	gen := c.dirGen(1, 5)
+	gen := c.fence(1)
 	if !c.putName(1, 5, gen, "a", n, &upstream.Attr{Size: 3}) {
 		t.Fatal("putName refused a fresh fill")
 	}
@@ -52,7 +52,7 @@ func TestCacheNames(t *testing.T) {
 
 func TestCacheFillRacingInvalidation(t *testing.T) {
 	c, _ := testCache(CacheLimits{})
-	gen := c.dirGen(1, 5)
+	gen := c.fence(1)
 	c.dropDir(5) // the directory changed while the fill was in flight
 	if c.putName(1, 5, gen, "a", &node{id: 2}, &upstream.Attr{}) {
 		t.Error("a fill begun before an invalidation was cached")
@@ -60,15 +60,65 @@ func TestCacheFillRacingInvalidation(t *testing.T) {
 	if c.putListing(1, 5, gen, []string{"a"}, []*node{{id: 2}}, []upstream.Attr{{}}) {
 		t.Error("a listing begun before an invalidation was cached")
 	}
-	if !c.putName(1, 5, c.dirGen(1, 5), "a", &node{id: 2}, &upstream.Attr{}) {
+	if !c.putName(1, 5, c.fence(1), "a", &node{id: 2}, &upstream.Attr{}) {
 		t.Error("a fill begun after the invalidation was refused")
+	}
+}
+
+// A GETATTR answered before a guest write reached the host must not
+// cache its attributes after the write dropped them: a later GETATTR
+// would get the old size from the cache.
+func TestCacheAttrFillRacingDrop(t *testing.T) {
+	c, _ := testCache(CacheLimits{})
+	gen := c.fence(1)
+	c.dropAttr(70) // the node changed while the fill was in flight
+	if c.putAttr(1, 70, gen, &upstream.Attr{Size: 1}) {
+		t.Error("attributes fetched before a drop were cached")
+	}
+	if _, ok := c.attr(1, 70); ok {
+		t.Error("attr hit after a refused fill")
+	}
+	if !c.putAttr(1, 71, gen, &upstream.Attr{Size: 2}) {
+		t.Error("a fill of another node was refused")
+	}
+	n := &node{id: 7, up: 70}
+	if !c.putName(1, 5, gen, "a", n, &upstream.Attr{Size: 1}) {
+		t.Error("putName refused though its directory did not change")
+	}
+	if _, ok := c.attr(1, 70); ok {
+		t.Error("putName cached attributes fetched before a drop")
+	}
+	if !c.putAttr(1, 70, c.fence(1), &upstream.Attr{Size: 3}) {
+		t.Error("a fill begun after the drop was refused")
+	}
+	if a, ok := c.attr(1, 70); !ok || a.Size != 3 {
+		t.Errorf("attr = %+v, %v; want size 3", a, ok)
+	}
+}
+
+// Past maxGens drops the map is replaced by a floor that refuses every
+// fill begun before it.
+func TestCacheAttrDropsBounded(t *testing.T) {
+	c, _ := testCache(CacheLimits{})
+	gen := c.fence(1)
+	for i := uint64(0); i <= maxGens; i++ {
+		c.dropAttr(1000 + i)
+	}
+	if len(c.drops) > maxGens {
+		t.Errorf("%d drops kept, want at most %d", len(c.drops), maxGens)
+	}
+	if c.putAttr(1, 5, gen, &upstream.Attr{}) {
+		t.Error("a fill begun before the floor was cached")
+	}
+	if !c.putAttr(1, 5, c.fence(1), &upstream.Attr{}) {
+		t.Error("a fill begun after the floor was refused")
 	}
 }
 
 func TestCacheListingAnswersNegatives(t *testing.T) {
 	c, _ := testCache(CacheLimits{})
 	nodes := []*node{nil, {id: 3, up: 30}}
-	if !c.putListing(1, 5, c.dirGen(1, 5), []string{".", "x"}, nodes, make([]upstream.Attr, 2)) {
+	if !c.putListing(1, 5, c.fence(1), []string{".", "x"}, nodes, make([]upstream.Attr, 2)) {
 		t.Fatal("putListing refused")
 	}
 	if de, ok := c.lookup(1, 5, "y"); !ok || de.node != nil {
@@ -86,7 +136,7 @@ func TestCacheListingAnswersNegatives(t *testing.T) {
 func TestCacheListingShared(t *testing.T) {
 	c, pins, unpins := testCachePins(CacheLimits{})
 	x := &node{id: 3, up: 30}
-	if !c.putListing(1, 5, c.dirGen(1, 5), []string{".", "x"}, []*node{nil, x}, make([]upstream.Attr, 2)) {
+	if !c.putListing(1, 5, c.fence(1), []string{".", "x"}, []*node{nil, x}, make([]upstream.Attr, 2)) {
 		t.Fatal("putListing refused")
 	}
 	s1, _ := c.listing(1, 5)
@@ -97,7 +147,7 @@ func TestCacheListingShared(t *testing.T) {
 	s1.release(c.unpin)
 	// A change makes the next open see a new listing; the old one is
 	// still whole for the handle reading it.
-	c.putName(1, 5, c.dirGen(1, 5), "y", &node{id: 4, up: 40}, &upstream.Attr{})
+	c.putName(1, 5, c.fence(1), "y", &node{id: 4, up: 40}, &upstream.Attr{})
 	if unpins[3] != 0 {
 		t.Fatalf("x unpinned %d times while a handle reads the old listing", unpins[3])
 	}
@@ -113,7 +163,7 @@ func TestCacheListingShared(t *testing.T) {
 func TestCacheBoundedAndEvictionUnpins(t *testing.T) {
 	c, unpins := testCache(CacheLimits{DirBytes: 10 * dentryCost, AttrBytes: 5 * attrCost})
 	for i := uint64(1); i <= 100; i++ {
-		c.putName(1, i, c.dirGen(1, i), "n", &node{id: i, up: i}, &upstream.Attr{})
+		c.putName(1, i, c.fence(1), "n", &node{id: i, up: i}, &upstream.Attr{})
 	}
 	st := c.Stats()
 	if st.Dirs > 10 || st.Attrs > 5 {
@@ -128,7 +178,7 @@ func TestCacheBoundedAndEvictionUnpins(t *testing.T) {
 	}
 	// An evicted directory refuses fills begun before its eviction only
 	// if it was invalidated; a new fill works.
-	if !c.putName(1, 1, c.dirGen(1, 1), "n", &node{id: 1, up: 1}, &upstream.Attr{}) {
+	if !c.putName(1, 1, c.fence(1), "n", &node{id: 1, up: 1}, &upstream.Attr{}) {
 		t.Error("refill of an evicted directory refused")
 	}
 }
@@ -137,7 +187,7 @@ func TestCacheExpires(t *testing.T) {
 	c, _ := testCache(CacheLimits{})
 	now := time.Now()
 	c.now = func() time.Time { return now }
-	c.putName(1, 5, c.dirGen(1, 5), "a", &node{id: 2, up: 20}, &upstream.Attr{})
+	c.putName(1, 5, c.fence(1), "a", &node{id: 2, up: 20}, &upstream.Attr{})
 	now = now.Add(2 * time.Hour)
 	if _, ok := c.lookup(1, 5, "a"); ok {
 		t.Error("lookup hit after the TTL")
@@ -149,7 +199,7 @@ func TestCacheExpires(t *testing.T) {
 
 func TestCacheNewEpochStartsEmpty(t *testing.T) {
 	c, _ := testCache(CacheLimits{})
-	c.putName(1, 5, c.dirGen(1, 5), "a", &node{id: 2, up: 20}, &upstream.Attr{})
+	c.putName(1, 5, c.fence(1), "a", &node{id: 2, up: 20}, &upstream.Attr{})
 	if _, ok := c.lookup(2, 5, "a"); ok {
 		t.Error("a name from an old host session answered in a new one")
 	}

@@ -77,6 +77,7 @@ func (fs *FS) own(dir *node) error {
 		return nil
 	}
 	w.mu.Unlock()
+	gen := fs.cache.fence(fs.up.Epoch())
 	names, nodes, attrs, dattr, err := fs.hostListing(dir)
 	w.mu.Lock()
 	if err != nil {
@@ -96,7 +97,7 @@ func (fs *FS) own(dir *node) error {
 	dir.local.children = map[string]*node{}
 	for i, name := range names {
 		dir.local.children[name] = nodes[i]
-		fs.cache.putAttr(fs.up.Epoch(), nodes[i].up, &attrs[i])
+		fs.cache.putAttr(fs.up.Epoch(), nodes[i].up, gen, &attrs[i])
 	}
 	return nil
 }
@@ -206,10 +207,13 @@ func (fs *FS) attrOf(n *node) (upstream.Attr, error) {
 			a = c
 			return nil
 		}
+		gen := fs.cache.fence(epoch)
 		var resp upstream.AttrResp
 		err = fs.rpc(upstream.OpGetattr, &upstream.NodeReq{Node: up}, &resp)
 		a = resp.Attr
-		fs.cache.putAttr(epoch, up, &a)
+		if err == nil {
+			fs.cache.putAttr(epoch, up, gen, &a)
+		}
 		return err
 	})
 	return a, fs.status2err(st)

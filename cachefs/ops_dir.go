@@ -51,7 +51,7 @@ func (fs *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut
 		}
 		var fill *dirFill
 		if caching {
-			fill = &dirFill{epoch: epoch, dir: up, gen: fs.cache.dirGen(epoch, up)}
+			fill = &dirFill{epoch: epoch, dir: up, gen: fs.cache.fence(epoch)}
 		}
 		var resp upstream.OpenResp
 		if err := fs.rpc(upstream.OpOpendir, &upstream.NodeReq{Node: up}, &resp); err != nil {
@@ -160,7 +160,7 @@ func (fs *FS) fillDirEntries(h *handle, buf *dirBuf, out *fuse.DirEntryList) *di
 		if h.fill != nil {
 			h.fill.gather(fs, e.Name, n, direntAttr(&e))
 			if n != nil {
-				fs.cache.putAttr(buf.epoch, e.Entry.Node, &e.Entry.Attr)
+				fs.cache.putAttr(buf.epoch, e.Entry.Node, h.fill.gen, &e.Entry.Attr)
 			}
 		}
 	}

@@ -48,18 +48,19 @@ func (fs *FS) lookupCached(parent *node, pup uint64, name string, epoch uint64, 
 		}
 		a, ok := fs.cache.attr(epoch, de.node.up)
 		if !ok { // the name is known, its attributes are not: ask for them
+			gen := fs.cache.fence(epoch)
 			var resp upstream.AttrResp
 			if err := fs.rpc(upstream.OpGetattr, &upstream.NodeReq{Node: de.node.up}, &resp); err != nil {
 				return err
 			}
 			a = resp.Attr
-			fs.cache.putAttr(epoch, de.node.up, &a)
+			fs.cache.putAttr(epoch, de.node.up, gen, &a)
 		}
 		fs.nodes.kernelRef(de.node, parent, name)
 		fs.fillEntry(out, de.node, &a)
 		return nil
 	}
-	gen := fs.cache.dirGen(epoch, pup)
+	gen := fs.cache.fence(epoch)
 	var resp upstream.EntryResp
 	err := fs.rpc(upstream.OpLookup, &upstream.LookupReq{Parent: pup, Name: name}, &resp)
 	if errors.Is(err, syscall.ENOENT) {
@@ -112,12 +113,13 @@ func (fs *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.Attr
 				return nil
 			}
 		}
+		gen := fs.cache.fence(epoch)
 		var resp upstream.AttrResp
 		if err := fs.rpc(upstream.OpGetattr, &upstream.NodeReq{Node: up}, &resp); err != nil {
 			return err
 		}
 		if caching {
-			fs.cache.putAttr(epoch, up, &resp.Attr)
+			fs.cache.putAttr(epoch, up, gen, &resp.Attr)
 		}
 		fs.fillAttr(out, n, &resp.Attr)
 		return nil
