@@ -10,7 +10,8 @@ import (
 
 // The write-back journal (writeback.go) must not acknowledge a change it
 // cannot record. Space for records is allocated ahead of the journal's
-// end (fallocate with FALLOC_FL_KEEP_SIZE), and a change first makes sure
+// last line (fallocate, which extends the file with zeros that
+// journal_file.go maps and copies lines into), and a change first makes sure
 // of room for its record (roomLocked): where the state directory's
 // filesystem cannot give it, the change fails with ENOSPC before it
 // changes anything. An append that fails even so (a filesystem that
@@ -28,7 +29,8 @@ const (
 // journalState is the journal file's bookkeeping; writeback.mu protects
 // it.
 type journalState struct {
-	size, alloc int64     // bytes written; bytes allocated
+	size, alloc int64     // bytes of whole lines; the file's length, allocated
+	mem         []byte    // shared mapping of the file's first journalMap bytes, or nil
 	noAlloc     bool      // the filesystem cannot allocate ahead
 	err         error     // an append failed: records wait in unjournaled
 	unjournaled []*record // in order; those the host has are skipped
@@ -46,7 +48,7 @@ func (w *writeback) roomLocked() error {
 	if w.j.noAlloc || w.j.alloc-w.j.size >= journalLow {
 		return nil
 	}
-	err := unix.Fallocate(int(w.journal.Fd()), unix.FALLOC_FL_KEEP_SIZE, w.j.size, journalAhead)
+	err := unix.Fallocate(int(w.journal.Fd()), 0, w.j.alloc, w.j.size+journalAhead-w.j.alloc)
 	switch {
 	case err == nil:
 		w.j.alloc = w.j.size + journalAhead
@@ -73,13 +75,7 @@ func (w *writeback) appendLocked(r *record) {
 // writeRecordLocked appends one record line, or nothing. Needs w.mu.
 func (w *writeback) writeRecordLocked(r *record) error {
 	b, _ := json.Marshal(r)
-	n, err := w.journal.Write(append(b, '\n'))
-	if err != nil {
-		w.journal.Truncate(w.j.size) // no torn line
-		return err
-	}
-	w.j.size += int64(n)
-	return nil
+	return w.writeLineLocked(append(b, '\n'))
 }
 
 // rejournalLocked writes the records kept in memory that the host does
@@ -116,19 +112,16 @@ func (w *writeback) markDoneLocked() {
 		return
 	}
 	line := strconv.AppendUint([]byte(`{"Done":`), w.done, 10)
-	n, err := w.journal.Write(append(line, "}\n"...))
-	if err != nil {
+	if w.writeLineLocked(append(line, "}\n"...)) != nil {
 		w.rewriteJournalLocked()
-		return
 	}
-	w.j.size += int64(n)
 }
 
 // rewriteJournalLocked empties the journal and appends the records that
 // wait, then allocates ahead again while there is space. Needs w.mu.
 func (w *writeback) rewriteJournalLocked() {
 	w.journal.Truncate(0)
-	w.j = journalState{noAlloc: w.j.noAlloc}
+	w.j = journalState{noAlloc: w.j.noAlloc, mem: w.j.mem}
 	for _, r := range w.queue {
 		w.appendLocked(r)
 	}

@@ -1,10 +1,7 @@
 package cachefs
 
 import (
-	"bufio"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -119,19 +116,9 @@ func newWriteback(fs *FS, dir string, lim WritebackLimits) (*writeback, error) {
 	}
 	w := &writeback{fs: fs, dir: dir, lim: lim, plain: map[*node]int{}, open: map[*handle]bool{}}
 	w.cond = sync.NewCond(&w.mu)
-	old, done, err := readJournal(filepath.Join(dir, "journal"))
+	old, done, err := w.openJournal(filepath.Join(dir, "journal"))
 	if err != nil {
 		return nil, err
-	}
-	if w.journal, err = os.OpenFile(filepath.Join(dir, "journal"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0600); err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(w.journal.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		w.journal.Close()
-		return nil, fmt.Errorf("state directory %s is in use by another daemon: %w", dir, err)
-	}
-	if fi, err := w.journal.Stat(); err == nil {
-		w.j.size = fi.Size()
 	}
 	w.queue, w.seq = old, done
 	for _, r := range old {
@@ -139,41 +126,11 @@ func newWriteback(fs *FS, dir string, lim WritebackLimits) (*writeback, error) {
 	}
 	w.done = w.seq - uint64(len(old))
 	if err := w.loadStaging(old); err != nil {
-		w.journal.Close()
+		w.closeJournalLocked()
 		return nil, err
 	}
 	go w.run()
 	return w, nil
-}
-
-// readJournal loads the records a previous daemon left that the host
-// did not have, and the last marker's sequence number; a torn last line
-// (a crash mid-append) is ignored.
-func readJournal(p string) ([]*record, uint64, error) {
-	f, err := os.Open(p)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, 0, nil
-	}
-	if err != nil {
-		return nil, 0, err
-	}
-	defer f.Close()
-	var out []*record
-	var done uint64
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var r record
-		switch {
-		case json.Unmarshal(sc.Bytes(), &r) != nil:
-		case r.Done != 0:
-			done = max(done, r.Done)
-		default:
-			out = append(out, &r)
-		}
-	}
-	out = slices.DeleteFunc(out, func(r *record) bool { return r.Seq <= done })
-	return out, done, nil
 }
 
 // add journals a change and queues it; n's pending count holds its local
@@ -534,7 +491,7 @@ func (w *writeback) close() {
 	w.mu.Lock()
 	if !w.closed {
 		w.closed = true
-		w.journal.Close()
+		w.closeJournalLocked()
 	}
 	w.mu.Unlock()
 	w.cond.Broadcast()

@@ -1,0 +1,157 @@
+package cachefs
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"slices"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// The journal file. Lines are copied into a shared mapping of it (mem),
+// within space that fallocate has added to its end: a change costs no
+// system call, survives a SIGKILL of the daemon like a write(2) does
+// (the page cache holds it), and cannot fault for want of space, which
+// was allocated before. Where the filesystem cannot allocate ahead or
+// map, past the mapping, or where a copy faults, lines are written with
+// pwrite instead.
+//
+// So the file ends in zeros after its last line. A line's newline is
+// stored after the rest of it, so that a copy cut short by a crash
+// leaves a line without one; the reader stops at the first zero byte
+// and drops an unterminated last line, and the next daemon cuts the
+// file there before it appends.
+
+// journalMap is the length of the journal's mapping; lines past it are
+// written with pwrite. The journal is emptied whenever nothing waits and
+// it has passed journalReset, so only a queue that never drains gets
+// there.
+const journalMap = 256 << 20
+
+var errJournalFault = errors.New("journal mapping faulted")
+
+// openJournal loads what a previous daemon left in the journal at p (see
+// readJournal), then opens it for appending and maps it.
+func (w *writeback) openJournal(p string) ([]*record, uint64, error) {
+	old, done, end, err := readJournal(p)
+	if err != nil {
+		return nil, 0, err
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR|syscall.O_CLOEXEC, 0600)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, 0, fmt.Errorf("state directory %s is in use by another daemon: %w", w.dir, err)
+	}
+	if err := f.Truncate(end); err != nil { // no torn line, no zeros before the next
+		f.Close()
+		return nil, 0, err
+	}
+	w.journal = f
+	w.j.size, w.j.alloc = end, end
+	if mem, err := unix.Mmap(int(f.Fd()), 0, journalMap, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err == nil {
+		w.j.mem = mem
+	}
+	return old, done, nil
+}
+
+// readJournal loads the records a previous daemon left that the host
+// did not have, the last marker's sequence number, and the length of
+// the file's whole lines: a torn last line (a crash mid-append) and the
+// zeros allocated after the last line are ignored.
+func readJournal(p string) ([]*record, uint64, int64, error) {
+	f, err := os.Open(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, 0, 0, nil
+	}
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	defer f.Close()
+	var out []*record
+	var done uint64
+	var end int64
+	br := bufio.NewReaderSize(f, 64<<10)
+	for {
+		line, err := br.ReadBytes('\n')
+		if err == io.EOF || bytes.IndexByte(line, 0) >= 0 {
+			break
+		}
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		end += int64(len(line))
+		var r record
+		switch {
+		case json.Unmarshal(line, &r) != nil:
+		case r.Done != 0:
+			done = max(done, r.Done)
+		default:
+			out = append(out, &r)
+		}
+	}
+	out = slices.DeleteFunc(out, func(r *record) bool { return r.Seq <= done })
+	return out, done, end, nil
+}
+
+// writeLineLocked appends one newline-terminated line to the journal,
+// or nothing. Needs w.mu.
+func (w *writeback) writeLineLocked(line []byte) error {
+	end := w.j.size + int64(len(line))
+	if w.j.mem != nil && end <= min(w.j.alloc, int64(len(w.j.mem))) {
+		if copyLine(w.j.mem[w.j.size:end], line) == nil {
+			w.j.size = end
+			return nil
+		}
+		w.unmapLocked() // pwrite from here on
+	}
+	n, err := w.journal.WriteAt(line, w.j.size)
+	if err != nil {
+		w.journal.Truncate(w.j.size) // no torn line; gives back the room ahead
+		w.j.alloc = w.j.size
+		return err
+	}
+	w.j.size += int64(n)
+	w.j.alloc = max(w.j.alloc, w.j.size)
+	return nil
+}
+
+// copyLine copies line into dst, its final newline last. A fault (a
+// filesystem that could not back the page after all) is an error, not
+// a crash of the daemon.
+func copyLine(dst, line []byte) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if recover() != nil {
+			err = errJournalFault
+		}
+	}()
+	n := len(line) - 1
+	copy(dst[:n], line[:n])
+	dst[n] = line[n]
+	return nil
+}
+
+// unmapLocked gives up the journal's mapping. Needs w.mu.
+func (w *writeback) unmapLocked() {
+	if w.j.mem != nil {
+		unix.Munmap(w.j.mem)
+		w.j.mem = nil
+	}
+}
+
+// closeJournalLocked unmaps and closes the journal; what was copied into
+// the mapping is in the page cache already. Needs w.mu.
+func (w *writeback) closeJournalLocked() {
+	w.unmapLocked()
+	w.journal.Close()
+}

@@ -1,0 +1,86 @@
+package cachefs_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// journalLayout returns the journal's length and the offset of its
+// first zero byte (its length if none).
+func journalLayout(t *testing.T, state string) (size, lines int64) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(state, "journal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		return int64(len(b)), int64(i)
+	}
+	return int64(len(b)), int64(len(b))
+}
+
+func mkdirs(t *testing.T, root string, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		if err := os.Mkdir(filepath.Join(root, n), 0755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestJournalTornTail: the journal is copied into space allocated after
+// its last line, so a crash leaves zeros there, and a crash mid-copy
+// leaves a line without its newline too. The next daemon replays the
+// whole lines, ignores the rest, and appends its own records where the
+// whole lines end, where the daemon after it finds them.
+func TestJournalTornTail(t *testing.T) {
+	export, state := t.TempDir(), t.TempDir()
+	env1 := startDelegated(t, export, state)
+	env1.FS.HoldWriteback(true)
+	mkdirs(t, env1.Mountpoint, "a")
+	env1.FS.Crash()
+	env1.Close()
+	size, lines := journalLayout(t, state)
+	if lines == 0 || size <= lines {
+		t.Fatalf("journal: %d bytes, lines end at %d; want lines followed by allocated zeros", size, lines)
+	}
+	// A whole record but for its newline: the mkdir of a, renamed.
+	b, _ := os.ReadFile(filepath.Join(state, "journal"))
+	first, _, _ := bytes.Cut(b, []byte("\n"))
+	torn := bytes.Replace(first, []byte(`"Path":"a"`), []byte(`"Path":"torn"`), 1)
+	if bytes.Equal(torn, first) {
+		t.Fatalf("first journal line %q has no path a", first)
+	}
+	f, err := os.OpenFile(filepath.Join(state, "journal"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(torn, lines); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	env2 := startDelegated(t, export, state) // replays a
+	env2.FS.HoldWriteback(true)
+	mkdirs(t, env2.Mountpoint, "b")
+	env2.FS.Crash()
+	env2.Close()
+	if _, after := journalLayout(t, state); after <= lines {
+		t.Fatalf("journal lines end at %d after the second daemon, want past %d", after, lines)
+	}
+
+	env3 := startDelegated(t, export, state) // replays a and b
+	if failed := env3.FS.WriteBack(); len(failed) > 0 {
+		t.Fatalf("write-back: %v", failed)
+	}
+	for _, n := range []string{"a", "b"} {
+		if fi, err := os.Stat(filepath.Join(export, n)); err != nil || !fi.IsDir() {
+			t.Errorf("host %s: %v, %v; want a directory", n, fi, err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(export, "torn")); err == nil {
+		t.Error("the torn record was replayed")
+	}
+}
