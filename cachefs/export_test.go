@@ -11,3 +11,14 @@ func (fs *FS) HoldWriteback(on bool) { fs.wb.hold(on) }
 // Crash stops the write-back as a killed daemon would: nothing more is
 // sent, the journal stays.
 func (fs *FS) Crash() { fs.wb.close() }
+
+// SetJournalCompact sets the journal length past which it is compacted
+// while records wait, and returns the old one.
+func SetJournalCompact(n int64) int64 { return journalCompact.Swap(n) }
+
+// CompactJournal compacts the write-back journal now.
+func (fs *FS) CompactJournal() error {
+	fs.wb.mu.Lock()
+	defer fs.wb.mu.Unlock()
+	return fs.wb.compactJournalLocked()
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -26,12 +27,19 @@ const (
 	journalReset = 1 << 20  // a journal this long is emptied when nothing waits
 )
 
+// journalCompact is the length past which the journal is compacted
+// although records wait (a queue that never drains): compactJournalLocked.
+var journalCompact atomic.Int64
+
+func init() { journalCompact.Store(64 << 20) }
+
 // journalState is the journal file's bookkeeping; writeback.mu protects
 // it.
 type journalState struct {
 	size, alloc int64     // bytes of whole lines; the file's length, allocated
 	mem         []byte    // shared mapping of the file's first journalMap bytes, or nil
 	noAlloc     bool      // the filesystem cannot allocate ahead
+	compactAt   int64     // length past which it is compacted; 0: journalCompact
 	err         error     // an append failed: records wait in unjournaled
 	unjournaled []*record // in order; those the host has are skipped
 }
@@ -111,6 +119,9 @@ func (w *writeback) markDoneLocked() {
 		w.rewriteJournalLocked()
 		return
 	}
+	if w.j.size >= max(w.j.compactAt, journalCompact.Load()) && w.compactJournalLocked() == nil {
+		return
+	}
 	line := strconv.AppendUint([]byte(`{"Done":`), w.done, 10)
 	if w.writeLineLocked(append(line, "}\n"...)) != nil {
 		w.rewriteJournalLocked()
@@ -118,7 +129,10 @@ func (w *writeback) markDoneLocked() {
 }
 
 // rewriteJournalLocked empties the journal and appends the records that
-// wait, then allocates ahead again while there is space. Needs w.mu.
+// wait, then allocates ahead again while there is space. It works in
+// place, as it must on a full disk: a crash of the daemon between the
+// truncate and the last append would lose records. Where the journal
+// has space, compactJournalLocked is used instead. Needs w.mu.
 func (w *writeback) rewriteJournalLocked() {
 	w.journal.Truncate(0)
 	w.j = journalState{noAlloc: w.j.noAlloc, mem: w.j.mem}

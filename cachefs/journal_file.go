@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"syscall"
@@ -58,9 +59,7 @@ func (w *writeback) openJournal(p string) ([]*record, uint64, error) {
 	}
 	w.journal = f
 	w.j.size, w.j.alloc = end, end
-	if mem, err := unix.Mmap(int(f.Fd()), 0, journalMap, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err == nil {
-		w.j.mem = mem
-	}
+	w.mapJournalLocked()
 	return old, done, nil
 }
 
@@ -141,6 +140,15 @@ func copyLine(dst, line []byte) (err error) {
 	return nil
 }
 
+// mapJournalLocked maps the journal file, or leaves it to pwrite where
+// it cannot be mapped. Needs w.mu.
+func (w *writeback) mapJournalLocked() {
+	mem, err := unix.Mmap(int(w.journal.Fd()), 0, journalMap, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err == nil {
+		w.j.mem = mem
+	}
+}
+
 // unmapLocked gives up the journal's mapping. Needs w.mu.
 func (w *writeback) unmapLocked() {
 	if w.j.mem != nil {
@@ -154,4 +162,62 @@ func (w *writeback) unmapLocked() {
 func (w *writeback) closeJournalLocked() {
 	w.unmapLocked()
 	w.journal.Close()
+}
+
+// compactJournalLocked replaces the journal by a new file holding only
+// the records that wait, written and synced before it is renamed over
+// the old one, so that a crash at any point leaves one whole journal.
+// It holds w.mu throughout, so it is kept for a journal past
+// journalCompact: only a queue that never drains grows it that far.
+// On failure (no space for the copy) the old journal stays as it was.
+// Needs w.mu.
+func (w *writeback) compactJournalLocked() error {
+	p := filepath.Join(w.dir, "journal")
+	f, err := os.OpenFile(p+".new", os.O_CREATE|os.O_TRUNC|os.O_RDWR|syscall.O_CLOEXEC, 0600)
+	if err != nil {
+		return err
+	}
+	size, err := writeRecords(f, w.queue)
+	if err == nil {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if err == nil {
+		err = os.Rename(p+".new", p)
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(p + ".new")
+		w.j.compactAt = w.j.size + journalCompact.Load() // not again at once
+		return err
+	}
+	w.closeJournalLocked()
+	w.journal = f
+	w.j = journalState{noAlloc: w.j.noAlloc, size: size, alloc: size, compactAt: 2 * size}
+	w.mapJournalLocked()
+	w.roomLocked()
+	return nil
+}
+
+// writeRecords writes records as journal lines to f, in pieces of about
+// a megabyte, and returns the bytes written.
+func writeRecords(f *os.File, records []*record) (int64, error) {
+	var buf []byte
+	var size int64
+	for i, r := range records {
+		b, _ := json.Marshal(r)
+		buf = append(append(buf, b...), '\n')
+		if len(buf) < 1<<20 && i < len(records)-1 {
+			continue
+		}
+		n, err := f.Write(buf)
+		size += int64(n)
+		if err != nil {
+			return size, err
+		}
+		buf = buf[:0]
+	}
+	return size, nil
 }

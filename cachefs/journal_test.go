@@ -2,9 +2,12 @@ package cachefs_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/cachefs/cachefs/cachefs"
 )
 
 // journalLayout returns the journal's length and the offset of its
@@ -82,5 +85,92 @@ func TestJournalTornTail(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(export, "torn")); err == nil {
 		t.Error("the torn record was replayed")
+	}
+}
+
+// journalRecords counts the records (not markers) in the journal's
+// whole lines.
+func journalRecords(t *testing.T, state string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(state, "journal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	n := 0
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if len(line) > 0 && !bytes.HasPrefix(line, []byte(`{"Done":`)) {
+			n++
+		}
+	}
+	return n
+}
+
+func dirNames(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%03d", prefix, i)
+	}
+	return out
+}
+
+// TestJournalCompacted: compacting keeps exactly the records that wait,
+// changes after it are journaled in the new file, and a daemon killed
+// after it replays both and nothing the host had.
+func TestJournalCompacted(t *testing.T) {
+	export, state := t.TempDir(), t.TempDir()
+	env1 := startDelegated(t, export, state)
+	mkdirs(t, env1.Mountpoint, dirNames("a", 50)...)
+	if failed := env1.FS.WriteBack(); len(failed) > 0 {
+		t.Fatalf("write-back: %v", failed)
+	}
+	env1.FS.HoldWriteback(true)
+	mkdirs(t, env1.Mountpoint, dirNames("b", 10)...)
+	if n := journalRecords(t, state); n != 60 {
+		t.Fatalf("journal holds %d records before compacting, want 60 (the host has 50)", n)
+	}
+	if err := env1.FS.CompactJournal(); err != nil {
+		t.Fatalf("CompactJournal: %v", err)
+	}
+	if n := journalRecords(t, state); n != 10 {
+		t.Errorf("journal holds %d records after compacting, want the 10 that wait", n)
+	}
+	mkdirs(t, env1.Mountpoint, dirNames("c", 5)...)
+	env1.FS.Crash()
+	env1.Close()
+
+	env2 := startDelegated(t, export, state)
+	if failed := env2.FS.WriteBack(); len(failed) > 0 {
+		t.Fatalf("write-back after the restart: %v", failed)
+	}
+	if st := env2.FS.Stats().Writeback; st.Sent != 15 {
+		t.Errorf("records sent after the restart: %d, want 15", st.Sent)
+	}
+	for _, n := range append(append(dirNames("a", 50), dirNames("b", 10)...), dirNames("c", 5)...) {
+		if fi, err := os.Stat(filepath.Join(export, n)); err != nil || !fi.IsDir() {
+			t.Errorf("host %s: %v, %v; want a directory", n, fi, err)
+		}
+	}
+}
+
+// TestJournalCompactedWhileRecordsWait: past the compaction length the
+// journal is compacted after a batch although records still wait, so a
+// queue that never drains does not grow it without end.
+func TestJournalCompactedWhileRecordsWait(t *testing.T) {
+	old := cachefs.SetJournalCompact(4096)
+	t.Cleanup(func() { cachefs.SetJournalCompact(old) })
+	export, state := t.TempDir(), t.TempDir()
+	env := startDelegated(t, export, state)
+	env.FS.HoldWriteback(true)
+	mkdirs(t, env.Mountpoint, dirNames("d", 600)...) // more than one batch
+	_, held := journalLayout(t, state)
+	env.FS.HoldWriteback(false)
+	if failed := env.FS.WriteBack(); len(failed) > 0 {
+		t.Fatalf("write-back: %v", failed)
+	}
+	if _, after := journalLayout(t, state); after >= held/2 {
+		t.Errorf("journal lines: %d bytes after the write-back, %d before; want it compacted to what waited after the first batch", after, held)
 	}
 }
