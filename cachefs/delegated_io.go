@@ -17,7 +17,7 @@ import (
 // openLocal opens n's staging file for a local handle; opens counts it
 // already if reserved. Needs w.mu.
 func (fs *FS) openLocalLocked(n *node, flags uint32, reserved bool) (*handle, error) {
-	f, err := os.OpenFile(filepath.Join(fs.wb.dir, n.local.staging), os.O_RDWR, 0)
+	f, err := openPlain(filepath.Join(fs.wb.dir, n.local.staging), os.O_RDWR, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +122,7 @@ func (fs *FS) stagedRead(in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Sta
 		w.mu.Unlock()
 		return nil, fuse.OK, false
 	}
-	f, err := os.Open(filepath.Join(w.dir, l.staging))
+	f, err := openPlain(filepath.Join(w.dir, l.staging), os.O_RDONLY, 0)
 	w.mu.Unlock()
 	if err != nil {
 		return nil, fs.status(err), true

@@ -40,7 +40,7 @@ func (w *writeback) stageLocked(data []byte) (string, error) {
 		return name, nil // spares are empty
 	}
 	p := filepath.Join(w.dir, name)
-	if err := os.WriteFile(p, data, 0600); err != nil {
+	if err := writePlain(p, data, 0600); err != nil {
 		os.Remove(p)
 		return name, err
 	}

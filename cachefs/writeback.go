@@ -346,7 +346,7 @@ func mergeSetattr(a, b *upstream.WBOp) bool {
 // dataOps reads a staging file into WBWrite ops of at most wbChunk
 // bytes; the first truncates to the size, the last sets the times.
 func (w *writeback) dataOps(r *record) []upstream.WBOp {
-	data, err := os.ReadFile(filepath.Join(w.dir, r.Staging))
+	data, err := readPlain(filepath.Join(w.dir, r.Staging))
 	if err != nil {
 		data = nil // gone: the file was written back and dropped already
 	}
