@@ -15,6 +15,11 @@
 //   - cmd/visibility times how long a host change takes to show in a
 //     cached subtree of a cachefs mount it makes itself, idle and while
 //     the host untars; with -json for cachefs-bench.
+//   - cmd/fuse-rtt times one FUSE request answered from memory over
+//     /dev/fuse and over FUSE-over-io_uring (a queue per CPU, served by
+//     a thread pinned to it, through go-fuse's ProtocolServer): what
+//     serving the kernel over io_uring would save per request. Not part
+//     of the suite; run by hand as root.
 //   - loopback is go-fuse's loopback file system with 1 s kernel
 //     timeouts and without FUSE passthrough: the cost of FUSE alone.
 //

@@ -143,14 +143,26 @@ func (w *writeback) rewriteJournalLocked() {
 }
 
 // sync makes the journal durable; it fails while records wait in memory.
+// A compaction may replace the file while it syncs outside w.mu: the new
+// one was synced before it replaced the old, so what the old held is
+// durable either way, and a sync that found the old one closed syncs the
+// new one.
 func (w *writeback) sync() error {
-	w.mu.Lock()
-	if w.j.err != nil && !w.closed && !w.rejournalLocked() {
-		err := w.j.err
+	for {
+		w.mu.Lock()
+		if w.j.err != nil && !w.closed && !w.rejournalLocked() {
+			err := w.j.err
+			w.mu.Unlock()
+			return err
+		}
+		f := w.journal
 		w.mu.Unlock()
-		return err
+		err := f.Sync()
+		w.mu.Lock()
+		replaced := w.journal != f && !w.closed
+		w.mu.Unlock()
+		if err == nil || !replaced {
+			return err
+		}
 	}
-	f := w.journal
-	w.mu.Unlock()
-	return f.Sync()
 }
