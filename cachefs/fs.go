@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cachefs/cachefs/consistency"
+	"github.com/cachefs/cachefs/internal/fuseuring"
 	"github.com/cachefs/cachefs/invalidation"
 	"github.com/cachefs/cachefs/upstream"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -62,8 +63,9 @@ type FS struct {
 	evStats    eventStats
 	actPending actPending
 	watches    watchSet
-	wb         *writeback    // nil without a state directory
-	ttl        time.Duration // immutable
+	wb         *writeback       // nil without a state directory
+	ttl        time.Duration    // immutable
+	rings      *fuseuring.Rings // set by Mount before the first request; nil without URing
 
 	mu     sync.Mutex // protects server
 	server *fuse.Server

@@ -1,9 +1,12 @@
 package cachefs
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 
+	"github.com/cachefs/cachefs/internal/fuseuring"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
@@ -13,7 +16,15 @@ type MountOptions struct {
 	Debug bool
 	// Name shows as the mount's source in /proc/mounts. Empty: "cachefs".
 	Name string
+	// URing serves the kernel over FUSE over io_uring (internal/fuseuring):
+	// a queue per CPU answered on that CPU. Mount fails, saying why, where
+	// the kernel cannot (enable_uring off, no io_uring).
+	URing bool
 }
+
+// mountMu makes mounts one at a time: a mount served over io_uring
+// finds its /dev/fuse descriptor as the one new across fuse.NewServer.
+var mountMu sync.Mutex
 
 // Mount mounts fs at dir and serves it in the background. Unmount with
 // the returned server's Unmount.
@@ -47,15 +58,71 @@ func Mount(fs *FS, dir string, o MountOptions) (*fuse.Server, error) {
 	if abs, err := filepath.Abs(dir); err == nil {
 		fs.opts.Mountpoint = abs
 	}
-	srv, err := fuse.NewServer(countingFS{fs}, dir, opts)
+	if o.URing {
+		if err := fuseuring.Supported(); err != nil {
+			return nil, err
+		}
+		opts.ExtraCapabilities |= fuse.CAP_OVER_IO_URING
+	}
+	srv, fd, err := newServer(fs, dir, opts)
 	if err != nil {
 		return nil, err
 	}
 	go srv.Serve()
+	if o.URing {
+		// The kernel holds every request until the rings are up.
+		if err := fs.startRings(srv, fd, opts); err != nil {
+			srv.Unmount()
+			return nil, err
+		}
+	}
 	if err := srv.WaitMount(); err != nil {
 		srv.Unmount()
 		return nil, err
 	}
 	fs.initPassthrough(srv)
 	return srv, nil
+}
+
+// newServer mounts fs at dir and answers INIT; it returns the mount's
+// /dev/fuse descriptor too (-1 if it cannot tell).
+func newServer(fs *FS, dir string, opts *fuse.MountOptions) (*fuse.Server, int, error) {
+	mountMu.Lock()
+	defer mountMu.Unlock()
+	before := fuseuring.FDs()
+	srv, err := fuse.NewServer(countingFS{fs}, dir, opts)
+	if err != nil {
+		return nil, -1, err
+	}
+	fd := -1
+	for n := range fuseuring.FDs() {
+		if !before[n] {
+			fd = n
+		}
+	}
+	return srv, fd, nil
+}
+
+// startRings serves the kernel's requests over io_uring, answered by the
+// same countingFS through a go-fuse ProtocolServer.
+func (fs *FS) startRings(srv *fuse.Server, fd int, opts *fuse.MountOptions) error {
+	if fd < 0 {
+		return fmt.Errorf("io_uring: the mount's /dev/fuse descriptor was not found")
+	}
+	rings, err := fuseuring.Start(fd, srv.KernelSettings(), fuse.NewProtocolServer(countingFS{fs}, opts),
+		fuseuring.Options{Payload: opts.MaxWrite + 4096, Logf: fs.opts.Logf})
+	if err != nil {
+		return fmt.Errorf("io_uring: %w", err)
+	}
+	fs.rings = rings
+	return nil
+}
+
+// RingRequests returns how many kernel requests were answered over
+// io_uring (0 unless mounted with URing).
+func (fs *FS) RingRequests() uint64 {
+	if fs.rings == nil {
+		return 0
+	}
+	return fs.rings.Requests()
 }

@@ -33,6 +33,7 @@ type guestFlags struct {
 	stateDir    string
 	secretFile  string
 	pprof       string
+	uring       bool
 }
 
 func (g *guestFlags) register(fl *flag.FlagSet) {
@@ -40,6 +41,7 @@ func (g *guestFlags) register(fl *flag.FlagSet) {
 	fl.StringVar(&g.defaultMode, "default-mode", "consistent", "mode of unregistered paths: consistent, cached or delegated")
 	fl.StringVar(&g.ctl, "ctl", defaultCtlSocket(), "control socket path")
 	fl.BoolVar(&g.debug, "debug", false, "log every FUSE request")
+	fl.BoolVar(&g.uring, "uring", false, "serve the kernel over FUSE over io_uring, a queue per CPU (experimental; needs /sys/module/fuse/parameters/enable_uring = Y)")
 	fl.DurationVar(&g.cacheTTL, "cache-ttl", 30*time.Second, "longest a cached subtree trusts metadata without news from the host")
 	fl.IntVar(&g.limits.DirBytes, "cache-dir-bytes", 64<<20, "bound on cached names and listings, bytes")
 	fl.IntVar(&g.limits.AttrBytes, "cache-attr-bytes", 16<<20, "bound on cached attributes, bytes")
@@ -131,7 +133,7 @@ func mount(args []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := cachefs.Mount(fs, fl.Arg(0), cachefs.MountOptions{Debug: g.debug, Name: addr})
+	srv, err := cachefs.Mount(fs, fl.Arg(0), cachefs.MountOptions{Debug: g.debug, Name: addr, URing: g.uring})
 	if err != nil {
 		return err
 	}
@@ -155,7 +157,7 @@ func local(args []string) error {
 		return err
 	}
 	env, err := harness.Launch(harness.Options{Export: export, Mountpoint: fl.Arg(0),
-		Server: upstream.ServerOptions{Secret: secret}, LinkDelay: g.linkDelay, FS: g.options(nil, pol, fl.Arg(0)), Debug: g.debug, Logf: log.Printf})
+		Server: upstream.ServerOptions{Secret: secret}, LinkDelay: g.linkDelay, FS: g.options(nil, pol, fl.Arg(0)), Debug: g.debug, URing: g.uring, Logf: log.Printf})
 	if err != nil {
 		return err
 	}

@@ -9,10 +9,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
+	"testing"
 	"time"
 
 	"github.com/cachefs/cachefs/cachefs"
 	"github.com/cachefs/cachefs/consistency"
+	"github.com/cachefs/cachefs/internal/fuseuring"
 	"github.com/cachefs/cachefs/upstream"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
@@ -31,6 +34,7 @@ type Options struct {
 	StateDir   string              // shorthand for FS.StateDir
 	FS         cachefs.Options     // Client is filled in
 	Debug      bool
+	URing      bool // serve the kernel over io_uring (cachefs.MountOptions.URing)
 	Logf       func(format string, args ...any)
 }
 
@@ -106,7 +110,7 @@ func (e *Env) start(o Options) error {
 		return err
 	}
 	e.Kernel = &KernelOps{fs: e.FS}
-	e.Mount, err = cachefs.Mount(e.FS, o.Mountpoint, cachefs.MountOptions{Debug: o.Debug})
+	e.Mount, err = cachefs.Mount(e.FS, o.Mountpoint, cachefs.MountOptions{Debug: o.Debug, URing: o.URing})
 	return err
 }
 
@@ -153,3 +157,42 @@ func unmount(s *fuse.Server, dir string) error {
 	}
 	return nil
 }
+
+// EnableURing turns on FUSE over io_uring in the fuse module for the
+// test, as root, and back to what it was after the last test that asked
+// for it; it skips the test where the kernel cannot serve a mount over
+// io_uring.
+func EnableURing(t testing.TB) {
+	t.Helper()
+	uringMu.Lock()
+	defer uringMu.Unlock()
+	if uringUsers == 0 {
+		old, err := os.ReadFile(uringParam)
+		if err != nil {
+			t.Skipf("no FUSE over io_uring in this kernel: %v", err)
+		}
+		if err := os.WriteFile(uringParam, []byte("Y"), 0); err != nil {
+			t.Skipf("cannot turn on FUSE over io_uring: %v", err)
+		}
+		uringOld = old
+	}
+	uringUsers++
+	t.Cleanup(func() {
+		uringMu.Lock()
+		defer uringMu.Unlock()
+		if uringUsers--; uringUsers == 0 {
+			os.WriteFile(uringParam, uringOld, 0)
+		}
+	})
+	if err := fuseuring.Supported(); err != nil {
+		t.Skipf("FUSE over io_uring: %v", err)
+	}
+}
+
+const uringParam = "/sys/module/fuse/parameters/enable_uring"
+
+var (
+	uringMu    sync.Mutex // protects the following
+	uringUsers int
+	uringOld   []byte
+)

@@ -13,9 +13,8 @@
 //	fuse-rtt -n 50000 -uring     # io_uring; needs root and
 //	                             # /sys/module/fuse/parameters/enable_uring = Y
 //
-// Requests over the ring are dispatched with go-fuse's ProtocolServer,
-// which parses a request from byte slices and writes the reply into
-// others.
+// The ring side is internal/fuseuring, which cachefs mounts use with
+// --uring.
 package main
 
 import (
@@ -27,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cachefs/cachefs/internal/fuseuring"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 )
@@ -91,11 +91,11 @@ func mount(fs fuse.RawFileSystem, dir string, useRing bool) (*fuse.Server, error
 	opts := &fuse.MountOptions{DirectMount: true, FsName: "fuse-rtt", Name: "fuse-rtt"}
 	var before map[int]bool
 	if useRing {
-		if err := ringSupported(); err != nil {
+		if err := fuseuring.Supported(); err != nil {
 			return nil, err
 		}
 		opts.ExtraCapabilities = fuse.CAP_OVER_IO_URING
-		before = fuseFDs()
+		before = fuseuring.FDs()
 	}
 	srv, err := fuse.NewServer(fs, dir, opts) // answers INIT before it returns
 	if err != nil {
@@ -134,4 +134,20 @@ func mean(lat []time.Duration) time.Duration {
 		sum += l
 	}
 	return sum / time.Duration(len(lat))
+}
+
+// startRings serves the mount srv made over the rings: its /dev/fuse
+// descriptor is the one new since before.
+func startRings(srv *fuse.Server, fs fuse.RawFileSystem, opts *fuse.MountOptions, before map[int]bool) error {
+	fd := -1
+	for n := range fuseuring.FDs() {
+		if !before[n] {
+			fd = n
+		}
+	}
+	if fd < 0 {
+		return fmt.Errorf("no new /dev/fuse descriptor")
+	}
+	_, err := fuseuring.Start(fd, srv.KernelSettings(), fuse.NewProtocolServer(fs, opts), fuseuring.Options{Logf: log.Printf})
+	return err
 }
