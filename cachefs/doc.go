@@ -41,6 +41,12 @@
 // guest watchers expect by syscalls the filesystem answers itself.
 // Changing the policy drops every cache (control.go).
 //
+// # Transport
+//
+// Mount serves the kernel through go-fuse over /dev/fuse, or, with
+// MountOptions.URing (experimental), over FUSE over io_uring with a
+// queue per CPU (internal/fuseuring); both reach the same countingFS.
+//
 // # Counting
 //
 // The mount serves countingFS (kernelops.go), which counts the kernel's
