@@ -33,24 +33,31 @@ func TestConformance(t *testing.T) {
 		t.Run(m.String(), func(t *testing.T) {
 			mnt := t.TempDir()
 			env := harness.Start(t, harness.Options{Mountpoint: mnt})
-			env.FS.Register("", m)
-			var st unix.Stat_t
-			if err := unix.Stat(mnt, &st); err != nil {
-				t.Fatalf("Stat mountpoint: %v", err)
-			}
-			runSuite(t, func(t *testing.T, name string) string {
-				if why, ok := knownBug(m.String(), name); ok {
-					t.Skip("cachefs bug: " + why)
-				}
-				watchdog(t, st.Dev)
-				d, err := os.MkdirTemp(mnt, "t")
-				if err != nil {
-					t.Fatalf("MkdirTemp: %v", err)
-				}
-				return d
-			})
+			runModeSuite(t, env, m)
 		})
 	}
+}
+
+// runModeSuite runs the suite under env's mount with its root in mode m,
+// each test in a directory of its own.
+func runModeSuite(t *testing.T, env *harness.Env, m consistency.Mode) {
+	mnt := env.Mountpoint
+	env.FS.Register("", m)
+	var st unix.Stat_t
+	if err := unix.Stat(mnt, &st); err != nil {
+		t.Fatalf("Stat mountpoint: %v", err)
+	}
+	runSuite(t, func(t *testing.T, name string) string {
+		if why, ok := knownBug(m.String(), name); ok {
+			t.Skip("cachefs bug: " + why)
+		}
+		watchdog(t, st.Dev)
+		d, err := os.MkdirTemp(mnt, "t")
+		if err != nil {
+			t.Fatalf("MkdirTemp: %v", err)
+		}
+		return d
+	})
 }
 
 // runSuite runs each test, in name order, in a fresh directory from

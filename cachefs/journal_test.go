@@ -138,16 +138,7 @@ func TestJournalCompacted(t *testing.T) {
 		t.Errorf("journal holds %d records after compacting, want the 10 that wait", n)
 	}
 	mkdirs(t, env1.Mountpoint, dirNames("c", 5)...)
-	env1.FS.Crash()
-	env1.Close()
-
-	env2 := startDelegated(t, export, state)
-	if failed := env2.FS.WriteBack(); len(failed) > 0 {
-		t.Fatalf("write-back after the restart: %v", failed)
-	}
-	if st := env2.FS.Stats().Writeback; st.Sent != 15 {
-		t.Errorf("records sent after the restart: %d, want 15", st.Sent)
-	}
+	crashAndReplay(t, env1, export, state, 15)
 	for _, n := range append(append(dirNames("a", 50), dirNames("b", 10)...), dirNames("c", 5)...) {
 		if fi, err := os.Stat(filepath.Join(export, n)); err != nil || !fi.IsDir() {
 			t.Errorf("host %s: %v, %v; want a directory", n, fi, err)

@@ -138,16 +138,25 @@ func TestJournalSkipsWrittenBack(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(env1.Mountpoint, "d"), 0755); err != nil {
 		t.Fatal(err)
 	}
-	env1.FS.Crash()
-	env1.Close()
+	crashAndReplay(t, env1, export, state, 1) // the mkdir
+	if fi, err := os.Stat(filepath.Join(export, "d")); err != nil || !fi.IsDir() {
+		t.Errorf("host d: %v, %v", fi, err)
+	}
+}
+
+// crashAndReplay stops env's write-back as a killed daemon would, starts
+// a new mount on the same state directory, writes back what it replays,
+// and checks that it sent wantSent records.
+func crashAndReplay(t *testing.T, env *harness.Env, export, state string, wantSent uint64) *harness.Env {
+	t.Helper()
+	env.FS.Crash()
+	env.Close()
 	env2 := startDelegated(t, export, state)
 	if failed := env2.FS.WriteBack(); len(failed) > 0 {
 		t.Fatalf("write-back after the restart: %v", failed)
 	}
-	if st := env2.FS.Stats().Writeback; st.Sent != 1 {
-		t.Errorf("records sent after the restart: %d, want 1 (the mkdir)", st.Sent)
+	if st := env2.FS.Stats().Writeback; st.Sent != wantSent {
+		t.Errorf("records sent after the restart: %d, want %d", st.Sent, wantSent)
 	}
-	if fi, err := os.Stat(filepath.Join(export, "d")); err != nil || !fi.IsDir() {
-		t.Errorf("host d: %v, %v", fi, err)
-	}
+	return env2
 }

@@ -43,23 +43,8 @@ func TestConformanceURing(t *testing.T) {
 		t.Run(m.String(), func(t *testing.T) {
 			mnt := t.TempDir()
 			env := harness.Start(t, harness.Options{Mountpoint: mnt, URing: true, StateDir: t.TempDir()})
-			env.FS.Register("", m)
-			var st unix.Stat_t
-			if err := unix.Stat(mnt, &st); err != nil {
-				t.Fatalf("Stat mountpoint: %v", err)
-			}
 			before := env.FS.RingRequests()
-			runSuite(t, func(t *testing.T, name string) string {
-				if why, ok := knownBug(m.String(), name); ok {
-					t.Skip("cachefs bug: " + why)
-				}
-				watchdog(t, st.Dev)
-				d, err := os.MkdirTemp(mnt, "t")
-				if err != nil {
-					t.Fatalf("MkdirTemp: %v", err)
-				}
-				return d
-			})
+			runModeSuite(t, env, m)
 			if n := env.FS.RingRequests() - before; n < 1000 {
 				t.Errorf("%d requests answered over the rings during the suite, want most of them", n)
 			}
