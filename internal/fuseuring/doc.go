@@ -40,4 +40,11 @@
 // the queue thread end at once; for a blocking one a watcher polls the
 // caller's pending signals and, when one is deliverable, interrupts the
 // request in the ProtocolServer, as the INTERRUPT would have.
+//
+// # Known problem
+//
+// With the server in the same process as its callers (cachefs's tests),
+// a signalled blocking lock sometimes never completes, and a request a
+// ring entry holds is not ended when that process exits, which then
+// cannot; see cachefs/uring_test.go. Hence experimental.
 package fuseuring
