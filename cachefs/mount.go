@@ -84,15 +84,19 @@ func Mount(fs *FS, dir string, o MountOptions) (*fuse.Server, error) {
 	return srv, nil
 }
 
-// newServer mounts fs at dir and answers INIT; it returns the mount's
-// /dev/fuse descriptor too (-1 if it cannot tell).
+// newServer mounts fs at dir and answers INIT. For a mount served over
+// io_uring it returns the mount's /dev/fuse descriptor too, else -1.
 func newServer(fs *FS, dir string, opts *fuse.MountOptions) (*fuse.Server, int, error) {
 	mountMu.Lock()
 	defer mountMu.Unlock()
-	before := fuseuring.FDs()
+	uring := opts.ExtraCapabilities&fuse.CAP_OVER_IO_URING != 0
+	var before map[int]bool
+	if uring {
+		before = fuseuring.FDs()
+	}
 	srv, err := fuse.NewServer(countingFS{fs}, dir, opts)
-	if err != nil {
-		return nil, -1, err
+	if err != nil || !uring {
+		return srv, -1, err
 	}
 	fd := -1
 	for n := range fuseuring.FDs() {
