@@ -45,13 +45,9 @@ func (w *writeback) openJournal(p string) ([]*record, uint64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR|syscall.O_CLOEXEC, 0600)
+	f, err := w.openLockedJournal(p, 0)
 	if err != nil {
 		return nil, 0, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		return nil, 0, fmt.Errorf("state directory %s is in use by another daemon: %w", w.dir, err)
 	}
 	if err := f.Truncate(end); err != nil { // no torn line, no zeros before the next
 		f.Close()
@@ -61,6 +57,21 @@ func (w *writeback) openJournal(p string) ([]*record, uint64, error) {
 	w.j.size, w.j.alloc = end, end
 	w.mapJournalLocked()
 	return old, done, nil
+}
+
+// openLockedJournal opens (creating) the journal file at p for reading
+// and writing and takes its lock, which tells other daemons the state
+// directory is in use.
+func (w *writeback) openLockedJournal(p string, flags int) (*os.File, error) {
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR|syscall.O_CLOEXEC|flags, 0600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("state directory %s is in use by another daemon: %w", w.dir, err)
+	}
+	return f, nil
 }
 
 // readJournal loads the records a previous daemon left that the host
@@ -173,14 +184,11 @@ func (w *writeback) closeJournalLocked() {
 // Needs w.mu.
 func (w *writeback) compactJournalLocked() error {
 	p := filepath.Join(w.dir, "journal")
-	f, err := os.OpenFile(p+".new", os.O_CREATE|os.O_TRUNC|os.O_RDWR|syscall.O_CLOEXEC, 0600)
+	f, err := w.openLockedJournal(p+".new", os.O_TRUNC)
 	if err != nil {
 		return err
 	}
 	size, err := writeRecords(f, w.queue)
-	if err == nil {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-	}
 	if err == nil {
 		err = f.Sync()
 	}

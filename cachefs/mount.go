@@ -98,13 +98,7 @@ func newServer(fs *FS, dir string, opts *fuse.MountOptions) (*fuse.Server, int, 
 	if err != nil || !uring {
 		return srv, -1, err
 	}
-	fd := -1
-	for n := range fuseuring.FDs() {
-		if !before[n] {
-			fd = n
-		}
-	}
-	return srv, fd, nil
+	return srv, fuseuring.NewFD(before), nil
 }
 
 // startRings serves the kernel's requests over io_uring, answered by the

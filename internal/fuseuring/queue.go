@@ -90,6 +90,17 @@ func FDs() map[int]bool {
 	return out
 }
 
+// NewFD returns the /dev/fuse descriptor opened since FDs returned
+// before, or -1 if none was.
+func NewFD(before map[int]bool) int {
+	for n := range FDs() {
+		if !before[n] {
+			return n
+		}
+	}
+	return -1
+}
+
 // Start serves the mount whose /dev/fuse descriptor is fd, and whose
 // INIT go-fuse answered with kernel settings ki, over one queue per CPU
 // answered by ps.
@@ -163,9 +174,7 @@ func (q *queue) serve(ready chan<- error) {
 		return
 	}
 	defer q.r.close()
-	q.mu.Lock()
-	n := q.takePendingLocked()
-	q.mu.Unlock()
+	n := q.takePending()
 	for {
 		if err := q.r.enter(n, 1); err != nil {
 			q.opts.Logf("fuseuring: queue %d: %v", q.id, err)
@@ -186,10 +195,16 @@ func (q *queue) serve(ready chan<- error) {
 		if stop {
 			return
 		}
-		q.mu.Lock()
-		n = q.takePendingLocked()
-		q.mu.Unlock()
+		n = q.takePending()
 	}
+}
+
+// takePending returns how many queued commands wait to be submitted,
+// and counts them as submitted.
+func (q *queue) takePending() uint32 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.takePendingLocked()
 }
 
 func (q *queue) takePendingLocked() uint32 {

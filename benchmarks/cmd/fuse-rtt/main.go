@@ -139,12 +139,7 @@ func mean(lat []time.Duration) time.Duration {
 // startRings serves the mount srv made over the rings: its /dev/fuse
 // descriptor is the one new since before.
 func startRings(srv *fuse.Server, fs fuse.RawFileSystem, opts *fuse.MountOptions, before map[int]bool) error {
-	fd := -1
-	for n := range fuseuring.FDs() {
-		if !before[n] {
-			fd = n
-		}
-	}
+	fd := fuseuring.NewFD(before)
 	if fd < 0 {
 		return fmt.Errorf("no new /dev/fuse descriptor")
 	}
