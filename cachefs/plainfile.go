@@ -23,7 +23,11 @@ func openPlain(path string, flags int, perm uint32) (*os.File, error) {
 	return os.NewFile(uintptr(fd), path), nil
 }
 
-// readPlain returns the contents of the file at path.
+// readPlain returns the contents of the file at path. The buffer is
+// the size fstat gives; only a file that grew meanwhile makes it grow,
+// and the end is found with a read into a small buffer, not by growing
+// the whole one (a doubling per file read was 6% of the daemon's CPU in
+// an untar, and as much again in garbage collection).
 func readPlain(path string) ([]byte, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -35,11 +39,13 @@ func readPlain(path string) ([]byte, error) {
 		return nil, &os.PathError{Op: "fstat", Path: path, Err: err}
 	}
 	data := make([]byte, 0, st.Size)
+	var probe [512]byte
 	for {
-		if len(data) == cap(data) {
-			data = append(data, 0)[:len(data)] // grown meanwhile: room for more
+		buf := data[len(data):cap(data)]
+		if len(buf) == 0 {
+			buf = probe[:]
 		}
-		n, err := unix.Read(fd, data[len(data):cap(data)])
+		n, err := unix.Read(fd, buf)
 		if err == unix.EINTR {
 			continue
 		}
@@ -48,6 +54,10 @@ func readPlain(path string) ([]byte, error) {
 		}
 		if n == 0 {
 			return data, nil
+		}
+		if len(buf) == len(probe) && &buf[0] == &probe[0] {
+			data = append(data, probe[:n]...) // grown meanwhile
+			continue
 		}
 		data = data[:len(data)+n]
 	}
