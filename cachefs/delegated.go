@@ -36,8 +36,13 @@ type local struct {
 	// last seen (valid if seenValid).
 	backing   int32
 	ptOpens   int
+	ptFile    *os.File // the descriptor registered as backing, while its handle is open
 	seen      stamp
 	seenValid bool
+
+	// ready is staging open already (staging_ready.go), for the handle of
+	// the create that made the file; openLocalLocked takes it.
+	ready *os.File
 }
 
 // delegated reports whether changes under n complete in the guest. A
@@ -242,10 +247,19 @@ func (fs *FS) dCreate(parent *node, name string, mode uint32, target string, c u
 		return nil, fs.status(err)
 	}
 	var staging string
+	var ready *os.File
 	if t := mode & sIFMT; t != sIFDIR && t != sIFLNK {
-		var err error
-		if staging, err = w.stageLocked(nil); err != nil {
-			return nil, fs.status(err)
+		if r, ok := w.takeReadyLocked(); ok && opening {
+			staging, ready = r.name, r.f
+			w.stats.ReadyCreates++
+		} else if ok {
+			r.f.Close()
+			staging = r.name
+		} else {
+			var err error
+			if staging, err = w.stageLocked(nil); err != nil {
+				return nil, fs.status(err)
+			}
 		}
 	}
 	if pa := parent.local.attr; pa.Mode&syscall.S_ISGID != 0 {
@@ -266,7 +280,7 @@ func (fs *FS) dCreate(parent *node, name string, mode uint32, target string, c u
 	case sIFLNK:
 		l.attr.Size, op.Kind = uint64(len(target)), upstream.WBSymlink
 	default:
-		l.staging, op.Kind = staging, upstream.WBCreate
+		l.staging, l.ready, op.Kind = staging, ready, upstream.WBCreate
 		if opening {
 			l.opens = 1
 		}

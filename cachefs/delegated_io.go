@@ -17,9 +17,13 @@ import (
 // openLocal opens n's staging file for a local handle; opens counts it
 // already if reserved. Needs w.mu.
 func (fs *FS) openLocalLocked(n *node, flags uint32, reserved bool) (*handle, error) {
-	f, err := openPlain(filepath.Join(fs.wb.dir, n.local.staging), os.O_RDWR, 0)
-	if err != nil {
-		return nil, err
+	f := n.local.ready
+	n.local.ready = nil
+	if f == nil {
+		var err error
+		if f, err = openPlain(filepath.Join(fs.wb.dir, n.local.staging), os.O_RDWR, 0); err != nil {
+			return nil, err
+		}
 	}
 	if flags&syscall.O_TRUNC != 0 {
 		if err := f.Truncate(0); err != nil {

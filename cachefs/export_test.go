@@ -22,3 +22,6 @@ func (fs *FS) CompactJournal() error {
 	defer fs.wb.mu.Unlock()
 	return fs.wb.compactJournalLocked()
 }
+
+// ReadyTarget is how many staging files are kept ready for creates.
+const ReadyTarget = readyTarget

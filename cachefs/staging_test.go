@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/cachefs/cachefs/cachefs"
 	"github.com/cachefs/cachefs/internal/harness"
 )
 
@@ -65,17 +66,29 @@ func writeFiles(t *testing.T, env *harness.Env, prefix string, n int) {
 	}
 }
 
-// A second round of creates reuses the staging files of the first: no
-// staging inode is allocated (or freed) once the host has the files.
+// readyFull waits until the staging files kept ready for creates are
+// all there.
+func readyFull(t *testing.T, env *harness.Env) {
+	t.Helper()
+	eventually(t, "ready staging files made", func() bool {
+		return env.FS.Stats().Writeback.Ready == cachefs.ReadyTarget
+	})
+}
+
+// A second round of creates reuses the staging files of the first (and
+// those kept ready): no staging inode is allocated (or freed) once the
+// host has the files.
 func TestStagingFilesReused(t *testing.T) {
 	export, state := t.TempDir(), t.TempDir()
 	env := startDelegated(t, export, state)
 	writeFiles(t, env, "a", 30)
+	readyFull(t, env)
 	first := spares(t, state)
-	if len(first) != 30 {
-		t.Fatalf("after 30 files written back: %d staging files, want 30 spares", len(first))
+	if len(first) != 30+cachefs.ReadyTarget {
+		t.Fatalf("after 30 files written back: %d staging files, want 30 spares and %d ready", len(first), cachefs.ReadyTarget)
 	}
 	writeFiles(t, env, "b", 30)
+	readyFull(t, env)
 	if second := spares(t, state); fmt.Sprint(second) != fmt.Sprint(first) {
 		t.Errorf("staging inodes after the second round %v, want the first round's %v", second, first)
 	}
@@ -159,4 +172,37 @@ func crashAndReplay(t *testing.T, env *harness.Env, export, state string, wantSe
 		t.Errorf("records sent after the restart: %d, want %d", st.Sent, wantSent)
 	}
 	return env2
+}
+
+// Creates take staging files made and opened ahead of them: once the
+// ready ones are there, each create of a delegated file takes one, and
+// its contents reach the host as written.
+func TestCreatesTakeReadyStaging(t *testing.T) {
+	export, state := t.TempDir(), t.TempDir()
+	env := startDelegated(t, export, state)
+	if err := os.WriteFile(filepath.Join(env.Mountpoint, "first"), []byte("x"), 0644); err != nil {
+		t.Fatal(err) // the first create asks for ready files
+	}
+	readyFull(t, env)
+	before := env.FS.Stats().Writeback.ReadyCreates
+	const n = cachefs.ReadyTarget / 2
+	for i := 0; i < n; i++ {
+		p := filepath.Join(env.Mountpoint, fmt.Sprintf("f%d", i))
+		if err := os.WriteFile(p, []byte(p), 0644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := env.FS.Stats().Writeback.ReadyCreates - before; got != n {
+		t.Errorf("%d of %d creates took a ready staging file, want all", got, n)
+	}
+	if failed := env.FS.WriteBack(); len(failed) > 0 {
+		t.Fatalf("write-back: %v", failed)
+	}
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("f%d", i)
+		b, err := os.ReadFile(filepath.Join(export, name))
+		if want := filepath.Join(env.Mountpoint, name); err != nil || string(b) != want {
+			t.Errorf("host %s: %q, %v; want %q", name, b, err, want)
+		}
+	}
 }

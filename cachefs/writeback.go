@@ -52,6 +52,8 @@ type WritebackStats struct {
 	Pending, Sent, Batches, Retries, Conflicts uint64
 	Passthrough                                uint64 // opens of staging files passed through
 	LocalWrites                                uint64 // writes to staging files through the daemon
+	ReadyCreates                               uint64 // creates that took a ready staging file
+	Ready                                      int    // ready staging files now
 	Failures                                   []Failure
 	Stalled                                    *Failure `json:",omitempty"` // waits for space on the host
 }
@@ -80,6 +82,7 @@ type writeback struct {
 	dropped  []string       // staging files the host has, to recycle (staging.go)
 	nextFile uint64         // staging files are named data/N, N <= nextFile
 	spare    []string       // emptied staging files kept for reuse (staging.go)
+	ready    []readyFile    // empty staging files open for creates (staging_ready.go)
 	replayed map[string]int // records replayed from the journal per staging file
 	stats    WritebackStats
 	closed   bool
@@ -92,6 +95,8 @@ type writeback struct {
 	pt       bool             // staging files may be passed through (passthrough.go)
 	plain    map[*node]int    // open handles per node that are not passthrough
 	open     map[*handle]bool // open local handles: wait queues what they wrote
+
+	readyKick chan struct{} // asks keepReady for ready files; closed by close
 }
 
 const wbBatch = 512          // records per OpApply at most
@@ -114,7 +119,8 @@ func newWriteback(fs *FS, dir string, lim WritebackLimits) (*writeback, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "data"), 0700); err != nil {
 		return nil, err
 	}
-	w := &writeback{fs: fs, dir: dir, lim: lim, plain: map[*node]int{}, open: map[*handle]bool{}}
+	w := &writeback{fs: fs, dir: dir, lim: lim, plain: map[*node]int{}, open: map[*handle]bool{},
+		readyKick: make(chan struct{}, 1)}
 	w.cond = sync.NewCond(&w.mu)
 	old, done, err := w.openJournal(filepath.Join(dir, "journal"))
 	if err != nil {
@@ -130,6 +136,7 @@ func newWriteback(fs *FS, dir string, lim WritebackLimits) (*writeback, error) {
 		return nil, err
 	}
 	go w.run()
+	go w.keepReady()
 	return w, nil
 }
 
@@ -492,6 +499,7 @@ func (w *writeback) close() {
 	if !w.closed {
 		w.closed = true
 		w.closeJournalLocked()
+		w.closeReadyLocked()
 	}
 	w.mu.Unlock()
 	w.cond.Broadcast()
@@ -501,6 +509,7 @@ func (w *writeback) snapshot() WritebackStats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := w.stats
+	s.Ready = len(w.ready)
 	s.Failures = append([]Failure(nil), s.Failures...)
 	if w.stalled != nil {
 		f := *w.stalled

@@ -122,8 +122,8 @@ func printStats(st *cachefs.Stats) {
 	fmt.Printf("cache: %d hits, %d misses, %d fills dropped, %d invalidations; %d dirs, %d attrs held\n",
 		c.Hits, c.Misses, c.Dropped, c.Invalidations, c.Dirs, c.Attrs)
 	if wb := st.Writeback; wb.Sent+wb.Pending > 0 || len(wb.Failures) > 0 {
-		fmt.Printf("write-back: %d pending, %d sent in %d batches, %d retries, %d conflicts, %d failures; %d passthrough opens\n",
-			wb.Pending, wb.Sent, wb.Batches, wb.Retries, wb.Conflicts, len(wb.Failures), wb.Passthrough)
+		fmt.Printf("write-back: %d pending, %d sent in %d batches, %d retries, %d conflicts, %d failures; %d passthrough opens, %d creates took a ready staging file\n",
+			wb.Pending, wb.Sent, wb.Batches, wb.Retries, wb.Conflicts, len(wb.Failures), wb.Passthrough, wb.ReadyCreates)
 		for _, f := range wb.Failures {
 			fmt.Printf("  failed: %s %s: %s\n", f.Op, f.Path, f.Errno)
 		}
