@@ -72,6 +72,7 @@ type Server struct {
 	useHandles atomic.Bool
 	requests   atomic.Uint64
 	replayed   atomic.Uint64     // repeated requests answered from a session's replay cache
+	setidCalls atomic.Uint64     // setxattr and removexattr calls on setidXattr (server_setid.go)
 	watchers   *invalidation.Hub // immutable: hands sessions their watchers
 
 	mu       sync.Mutex // protects sessions and conns
