@@ -40,6 +40,10 @@ type ServerOptions struct {
 	// Zero: invalidation.Auto, fanotify where the process and the
 	// export's filesystem allow it, else inotify.
 	Watcher invalidation.Kind
+	// Unwatched are host directory trees whose changes no guest needs
+	// (invalidation.HubOptions.Unwatched): the guest's state directory
+	// when host and guest run in one process. Nil: none.
+	Unwatched []string
 	// Secret, when set, is the shared secret every guest must prove it
 	// holds at the handshake (auth.go), as the server proves it to the
 	// guest. Nil: no authentication, for transports that only trusted
@@ -113,7 +117,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	}
 	s.fds = newFDCache(maxFDs(opts.MaxFDs))
 	s.useHandles.Store(!opts.NoFileHandles && s.probeHandles())
-	if s.watchers, err = invalidation.NewHub(invalidation.HubOptions{Kind: opts.Watcher, MountFD: fd}); err != nil {
+	if s.watchers, err = invalidation.NewHub(invalidation.HubOptions{Kind: opts.Watcher, MountFD: fd, Unwatched: opts.Unwatched}); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("watcher: %w", err)
 	}
