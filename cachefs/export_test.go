@@ -25,3 +25,24 @@ func (fs *FS) CompactJournal() error {
 
 // ReadyTarget is how many staging files are kept ready for creates.
 const ReadyTarget = readyTarget
+
+// SetJournalPiece sets how much of a new journal is written at a time,
+// and returns the old size.
+func SetJournalPiece(n int64) int64 { return journalPiece.Swap(n) }
+
+// RewriteJournal writes the write-back journal anew, as after a failed
+// append.
+func (fs *FS) RewriteJournal() {
+	fs.wb.mu.Lock()
+	defer fs.wb.mu.Unlock()
+	fs.wb.rewriteJournalLocked()
+}
+
+// SetJournalCrashHook sets the function called, with the write-back
+// locked, at each point where a crash would leave a journal being
+// written anew as it is; nil removes it.
+func (fs *FS) SetJournalCrashHook(f func()) {
+	fs.wb.mu.Lock()
+	defer fs.wb.mu.Unlock()
+	fs.wb.crashAt = f
+}

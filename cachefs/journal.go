@@ -20,6 +20,17 @@ import (
 // asking) is cut off, so that no torn line swallows the next record, and
 // that record and the later ones wait in memory until the journal takes
 // them; meanwhile fsync fails with the journal's error.
+//
+// A journal that lacks records or a marker is made whole again by
+// replacing it (replaceJournalLocked: a new file written, synced and
+// renamed over it), never by rewriting it in place, which a crash in the
+// middle would leave without the records that wait. Where the state
+// directory has no space for the copy, the old journal stays as it is
+// and what it lacks is appended to it as far as space allows; the rest
+// stays in memory, and changes and fsync fail with ENOSPC until it fits.
+// Staging files whose records a replay would send again, the journal
+// lacking their marker, are not recycled until it has it
+// (recyclableLocked).
 
 const (
 	journalAhead = 64 << 10 // bytes allocated past the journal's end
@@ -29,9 +40,14 @@ const (
 
 // journalCompact is the length past which the journal is compacted
 // although records wait (a queue that never drains): compactJournalLocked.
-var journalCompact atomic.Int64
+// journalPiece is how much of a new journal is written at a time
+// (writeRecordsLocked). Tests make them small.
+var journalCompact, journalPiece atomic.Int64
 
-func init() { journalCompact.Store(64 << 20) }
+func init() {
+	journalCompact.Store(64 << 20)
+	journalPiece.Store(1 << 20)
+}
 
 // journalState is the journal file's bookkeeping; writeback.mu protects
 // it.
@@ -40,7 +56,8 @@ type journalState struct {
 	mem         []byte    // shared mapping of the file's first journalMap bytes, or nil
 	noAlloc     bool      // the filesystem cannot allocate ahead
 	compactAt   int64     // length past which it is compacted; 0: journalCompact
-	err         error     // an append failed: records wait in unjournaled
+	marked      uint64    // a replay of the file skips the records up to marked
+	err         error     // an append failed: records wait in unjournaled, or marked < w.done
 	unjournaled []*record // in order; those the host has are skipped
 }
 
@@ -86,10 +103,14 @@ func (w *writeback) writeRecordLocked(r *record) error {
 	return w.writeLineLocked(append(b, '\n'))
 }
 
-// rejournalLocked writes the records kept in memory that the host does
-// not have yet, and reports whether the journal is whole again. Needs
-// w.mu.
+// rejournalLocked appends what the journal lacks, the marker of what the
+// host has and the records kept in memory that the host does not have
+// yet, and reports whether the journal is whole again. Needs w.mu.
 func (w *writeback) rejournalLocked() bool {
+	if err := w.markLocked(); err != nil {
+		w.j.err = err
+		return false
+	}
 	for len(w.j.unjournaled) > 0 {
 		if r := w.j.unjournaled[0]; r.Seq > w.done {
 			if err := w.writeRecordLocked(r); err != nil {
@@ -101,6 +122,21 @@ func (w *writeback) rejournalLocked() bool {
 	}
 	w.j.err = nil
 	return true
+}
+
+// markLocked appends a marker of w.done unless the journal has one.
+// Needs w.mu.
+func (w *writeback) markLocked() error {
+	if w.j.marked == w.done {
+		return nil
+	}
+	line := strconv.AppendUint([]byte(`{"Done":`), w.done, 10)
+	if err := w.writeLineLocked(append(line, "}\n"...)); err != nil {
+		return err
+	}
+	w.j.marked = w.done
+	w.cond.Broadcast() // staging files may be recycled
+	return nil
 }
 
 // markDoneLocked records that the host has every change up to w.done:
@@ -115,38 +151,54 @@ func (w *writeback) markDoneLocked() {
 	if w.closed {
 		return
 	}
-	if w.j.err != nil || len(w.queue) == 0 && w.j.size >= journalReset {
+	if len(w.queue) == 0 && (w.j.err != nil || w.j.size >= journalReset) {
+		w.emptyJournalLocked()
+		return
+	}
+	if w.j.err != nil {
 		w.rewriteJournalLocked()
 		return
 	}
 	if w.j.size >= max(w.j.compactAt, journalCompact.Load()) && w.compactJournalLocked() == nil {
 		return
 	}
-	line := strconv.AppendUint([]byte(`{"Done":`), w.done, 10)
-	if w.writeLineLocked(append(line, "}\n"...)) != nil {
+	if w.markLocked() != nil {
 		w.rewriteJournalLocked()
 	}
 }
 
-// rewriteJournalLocked empties the journal and appends the records that
-// wait, then allocates ahead again while there is space. It works in
-// place, as it must on a full disk: a crash of the daemon between the
-// truncate and the last append would lose records. Where the journal
-// has space, compactJournalLocked is used instead. Needs w.mu.
-func (w *writeback) rewriteJournalLocked() {
-	w.journal.Truncate(0)
-	w.j = journalState{noAlloc: w.j.noAlloc, mem: w.j.mem}
-	for _, r := range w.queue {
-		w.appendLocked(r)
+// emptyJournalLocked empties the journal when no record waits. It does
+// so in place, which loses nothing wherever a crash stops it (the host
+// has every record) and gives the space back on a full disk. Needs w.mu.
+func (w *writeback) emptyJournalLocked() {
+	if err := w.journal.Truncate(0); err != nil {
+		w.rewriteJournalLocked()
+		return
 	}
+	w.j = journalState{noAlloc: w.j.noAlloc, mem: w.j.mem, marked: w.done}
 	w.roomLocked()
 }
 
+// rewriteJournalLocked makes the journal whole again after an append
+// failed: it is replaced by one holding only the records that wait
+// (replaceJournalLocked). Where that fails (no space for the copy), the
+// old journal stays as it is, what it lacks is appended as far as it
+// goes, and w.j.err keeps the rest in memory and fails changes and fsync.
+// Needs w.mu.
+func (w *writeback) rewriteJournalLocked() {
+	whole := w.j.err == nil
+	err := w.replaceJournalLocked()
+	if err == nil || w.rejournalLocked() || !whole {
+		return
+	}
+	w.fs.opts.Logf("cachefs: write-back journal: cannot write it anew (%v) or append its marker (%v); later changes fail until it can", err, w.j.err)
+}
+
 // sync makes the journal durable; it fails while records wait in memory.
-// A compaction may replace the file while it syncs outside w.mu: the new
-// one was synced before it replaced the old, so what the old held is
-// durable either way, and a sync that found the old one closed syncs the
-// new one.
+// The file may be replaced (replaceJournalLocked) while it syncs outside
+// w.mu: the new one was synced before it replaced the old, so what the
+// old held is durable either way, and a sync that found the old one
+// closed syncs the new one.
 func (w *writeback) sync() error {
 	for {
 		w.mu.Lock()

@@ -53,6 +53,7 @@ func (w *writeback) openJournal(p string) ([]*record, uint64, error) {
 		f.Close()
 		return nil, 0, err
 	}
+	os.Remove(p + ".new") // a replacement a crash cut short
 	w.journal = f
 	w.j.size, w.j.alloc = end, end
 	w.mapJournalLocked()
@@ -175,49 +176,66 @@ func (w *writeback) closeJournalLocked() {
 	w.journal.Close()
 }
 
-// compactJournalLocked replaces the journal by a new file holding only
-// the records that wait, written and synced before it is renamed over
-// the old one, so that a crash at any point leaves one whole journal.
-// It holds w.mu throughout, so it is kept for a journal past
-// journalCompact: only a queue that never drains grows it that far.
-// On failure (no space for the copy) the old journal stays as it was.
-// Needs w.mu.
+// compactJournalLocked replaces the journal by one holding only the
+// records that wait (replaceJournalLocked). It holds w.mu throughout, so
+// it is kept for a journal past journalCompact: only a queue that never
+// drains grows it that far. On failure (no space for the copy) the old
+// journal stays as it was. Needs w.mu.
 func (w *writeback) compactJournalLocked() error {
+	if err := w.replaceJournalLocked(); err != nil {
+		w.j.compactAt = w.j.size + journalCompact.Load() // not again at once
+		return err
+	}
+	return nil
+}
+
+// replaceJournalLocked replaces the journal by a new file holding only
+// the records that wait, written and synced before it is renamed over
+// the old one, and the rename synced, so that a crash at any point
+// leaves one whole journal, the old or the new. On failure the old
+// journal stays as it was, and so does what w.j says of it. Needs w.mu.
+func (w *writeback) replaceJournalLocked() error {
 	p := filepath.Join(w.dir, "journal")
 	f, err := w.openLockedJournal(p+".new", os.O_TRUNC)
 	if err != nil {
 		return err
 	}
-	size, err := writeRecords(f, w.queue)
+	size, err := w.writeRecordsLocked(f)
 	if err == nil {
 		err = f.Sync()
 	}
 	if err == nil {
+		w.crashPointLocked()
 		err = os.Rename(p+".new", p)
 	}
 	if err != nil {
 		f.Close()
 		os.Remove(p + ".new")
-		w.j.compactAt = w.j.size + journalCompact.Load() // not again at once
 		return err
+	}
+	w.crashPointLocked()
+	if err := syncDir(w.dir); err != nil {
+		w.fs.opts.Logf("cachefs: write-back journal: sync %s: %v", w.dir, err)
 	}
 	w.closeJournalLocked()
 	w.journal = f
-	w.j = journalState{noAlloc: w.j.noAlloc, size: size, alloc: size, compactAt: 2 * size}
+	w.j = journalState{noAlloc: w.j.noAlloc, size: size, alloc: size, compactAt: 2 * size, marked: w.done}
 	w.mapJournalLocked()
 	w.roomLocked()
 	return nil
 }
 
-// writeRecords writes records as journal lines to f, in pieces of about
-// a megabyte, and returns the bytes written.
-func writeRecords(f *os.File, records []*record) (int64, error) {
+// writeRecordsLocked writes the records that wait as journal lines to
+// f, in pieces of journalPiece bytes, and returns the bytes written.
+// Needs w.mu.
+func (w *writeback) writeRecordsLocked(f *os.File) (int64, error) {
 	var buf []byte
 	var size int64
-	for i, r := range records {
+	piece := int(journalPiece.Load())
+	for i, r := range w.queue {
 		b, _ := json.Marshal(r)
 		buf = append(append(buf, b...), '\n')
-		if len(buf) < 1<<20 && i < len(records)-1 {
+		if len(buf) < piece && i < len(w.queue)-1 {
 			continue
 		}
 		n, err := f.Write(buf)
@@ -226,6 +244,25 @@ func writeRecords(f *os.File, records []*record) (int64, error) {
 			return size, err
 		}
 		buf = buf[:0]
+		w.crashPointLocked()
 	}
 	return size, nil
+}
+
+// crashPointLocked calls the test's crash hook, if any: a crash of the
+// daemon here leaves the state directory as it is now. Needs w.mu.
+func (w *writeback) crashPointLocked() {
+	if w.crashAt != nil {
+		w.crashAt()
+	}
+}
+
+// syncDir makes the names changed in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }

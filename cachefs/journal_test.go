@@ -2,6 +2,7 @@ package cachefs_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -164,4 +165,72 @@ func TestJournalCompactedWhileRecordsWait(t *testing.T) {
 	if _, after := journalLayout(t, state); after >= held/2 {
 		t.Errorf("journal lines: %d bytes after the write-back, %d before; want it compacted to what waited after the first batch", after, held)
 	}
+}
+
+// TestJournalRewriteCrash: writing the journal anew (after a failed
+// append) keeps a whole journal at every point a crash could stop it,
+// the new file written a piece at a time: a daemon started on the state
+// directory as it was at any of them replays exactly the records that
+// waited, and none the host had.
+func TestJournalRewriteCrash(t *testing.T) {
+	old := cachefs.SetJournalPiece(1) // a write per record
+	t.Cleanup(func() { cachefs.SetJournalPiece(old) })
+	export, state := t.TempDir(), t.TempDir()
+	env := startDelegated(t, export, state)
+	mkdirs(t, env.Mountpoint, dirNames("a", 20)...)
+	if failed := env.FS.WriteBack(); len(failed) > 0 {
+		t.Fatalf("write-back: %v", failed)
+	}
+	env.FS.HoldWriteback(true)
+	waiting := dirNames("b", 5)
+	mkdirs(t, env.Mountpoint, waiting...)
+
+	var crashes []string // copies of the state directory at each crash point
+	env.FS.SetJournalCrashHook(func() { crashes = append(crashes, copyState(t, state)) })
+	env.FS.RewriteJournal()
+	env.FS.SetJournalCrashHook(nil)
+	env.FS.Crash()
+	if len(crashes) < len(waiting) {
+		t.Fatalf("%d crash points, want one at least per waiting record (%d)", len(crashes), len(waiting))
+	}
+	if n := journalRecords(t, state); n != len(waiting) {
+		t.Errorf("journal holds %d records after the rewrite, want the %d that wait", n, len(waiting))
+	}
+	for i, crashed := range crashes {
+		host := t.TempDir() // as the host was at the crash
+		mkdirs(t, host, dirNames("a", 20)...)
+		env2 := startDelegated(t, host, crashed) // replays the journal before mounting
+		if failed := env2.FS.WriteBack(); len(failed) > 0 {
+			t.Errorf("crash point %d: write-back after the restart: %v", i, failed)
+		}
+		if st := env2.FS.Stats().Writeback; st.Sent != uint64(len(waiting)) {
+			t.Errorf("crash point %d: records sent after the restart: %d, want %d", i, st.Sent, len(waiting))
+		}
+		env2.Close()
+		for _, n := range waiting {
+			if _, err := os.Stat(filepath.Join(host, n)); err != nil {
+				t.Errorf("crash point %d: waiting record lost: host %s: %v", i, n, err)
+			}
+		}
+	}
+}
+
+// copyState copies the journal files of the state directory to a new
+// one, as a crash of the daemon would leave them, and returns it.
+func copyState(t *testing.T, state string) string {
+	t.Helper()
+	dst := t.TempDir()
+	for _, name := range []string{"journal", "journal.new"} {
+		b, err := os.ReadFile(filepath.Join(state, name))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("ReadFile: %v", err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, name), b, 0600); err != nil {
+			t.Fatalf("WriteFile: %v", err)
+		}
+	}
+	return dst
 }

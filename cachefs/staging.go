@@ -66,13 +66,23 @@ func (w *writeback) takeSpareLocked() (string, bool) {
 	return "data/" + strconv.FormatUint(w.nextFile, 10), false
 }
 
+// recyclableLocked reports whether staging files were dropped and may be
+// recycled: only while the journal marks every record the host has
+// (journal.go), as a replay would send a record's staging file again.
+// Needs w.mu.
+func (w *writeback) recyclableLocked() bool {
+	return len(w.dropped) > 0 && w.j.marked == w.done
+}
+
 // recycleDropped recycles the staging files dropped since, outside
 // w.mu: emptying a file is a filesystem call that the kernel's requests
 // must not wait for.
 func (w *writeback) recycleDropped() {
 	w.mu.Lock()
-	names := w.dropped
-	w.dropped = nil
+	var names []string
+	if w.recyclableLocked() {
+		names, w.dropped = w.dropped, nil
+	}
 	w.mu.Unlock()
 	if len(names) == 0 {
 		return

@@ -87,6 +87,7 @@ type writeback struct {
 	stats    WritebackStats
 	closed   bool
 	held     bool     // tests: nothing is sent while held
+	crashAt  func()   // tests: called where a crash leaves a journal replacement as it is
 	reported int      // failures returned by wait so far
 	stalled  *Failure // the host has no space for the queue's head
 	stalls   uint64   // sends that ended stalled
@@ -131,6 +132,7 @@ func newWriteback(fs *FS, dir string, lim WritebackLimits) (*writeback, error) {
 		w.seq = max(w.seq, r.Seq)
 	}
 	w.done = w.seq - uint64(len(old))
+	w.j.marked = w.done
 	if err := w.loadStaging(old); err != nil {
 		w.closeJournalLocked()
 		return nil, err
@@ -191,7 +193,7 @@ func (w *writeback) run() {
 	for {
 		w.recycleDropped()
 		w.mu.Lock()
-		for !w.sendableLocked() && len(w.dropped) == 0 && !w.closed {
+		for !w.sendableLocked() && !w.recyclableLocked() && !w.closed {
 			w.cond.Wait()
 		}
 		if w.closed {

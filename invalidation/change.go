@@ -72,6 +72,15 @@ type HubOptions struct {
 	// open_by_handle_at for that filesystem. The Hub keeps a duplicate.
 	// Required unless Kind is Inotify.
 	MountFD int
+	// Unwatched are directory trees whose entries' changes fanotify
+	// is told to ignore (an ignore mark on each directory in them, made
+	// when a filesystem is first marked): writes there would otherwise
+	// be read, and filtered or reported, one by one wherever they lie on
+	// a marked filesystem, such as the guest's state directory when host
+	// and guest run in one process (cachefsd local). Renames there are
+	// still reported, and so is everything in directories made later.
+	// Inotify watches only the watched trees: nil to ignore.
+	Unwatched []string
 }
 
 // Stats count a Hub's host events over all its watchers.

@@ -44,7 +44,10 @@
 // from the one its own handle resolves to (reached through a bind
 // mount), falls back to an inotify Watcher of that consumer. Paths are resolved when the event is read,
 // not when it happened, so an event may be attributed by where its
-// directory is now.
+// directory is now. The directories of the Hub's unwatched trees (the
+// guest's state directory in `cachefsd local`) get an ignore mark
+// (FAN_MARK_IGNORE, Linux 6.0) for the events of their entries, renames
+// aside, so that writes there are never queued, read or filtered.
 //
 // Nothing is dropped silently: a queue overflow (fanotify's holds 16384
 // events, inotify's fs.inotify.max_queued_events), a fanotify group

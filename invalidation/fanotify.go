@@ -3,7 +3,9 @@ package invalidation
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -25,6 +27,12 @@ const (
 		unix.FAN_CLOSE_WRITE | unix.FAN_ONDIR | unix.FAN_EVENT_ON_CHILD
 )
 
+// fanIgnore is what the ignore mark of an unwatched directory
+// (HubOptions.Unwatched) ignores: the events of its entries, but not
+// renames, which name another directory too.
+const fanIgnore = unix.FAN_CREATE | unix.FAN_DELETE | unix.FAN_MODIFY | unix.FAN_ATTRIB |
+	unix.FAN_CLOSE_WRITE | unix.FAN_ONDIR | unix.FAN_EVENT_ON_CHILD
+
 // fanDirCache bounds the directory handle → path resolutions kept.
 const fanDirCache = 8192
 
@@ -33,8 +41,9 @@ const fanDirCache = 8192
 // handle of each event to a path (cached), and hands the event to the
 // watchers with a tree above that path.
 type fanGroup struct {
-	c   *counters // immutable
-	pid int32     // immutable: our pid, whose own FAN_CLOSE_WRITE means nothing
+	c         *counters // immutable
+	pid       int32     // immutable: our pid, whose own FAN_CLOSE_WRITE means nothing
+	unwatched []string  // immutable: HubOptions.Unwatched
 
 	mu       sync.Mutex   // protects the following
 	f        *os.File     // the group's fd (non-blocking); restart replaces it
@@ -69,12 +78,12 @@ type fanDir struct {
 
 // newFanGroup opens a group and checks that mountFD's filesystem can be
 // marked; it marks nothing yet.
-func newFanGroup(mountFD int, c *counters) (*fanGroup, error) {
+func newFanGroup(mountFD int, unwatched []string, c *counters) (*fanGroup, error) {
 	fd, err := unix.FanotifyInit(fanInit, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_LARGEFILE)
 	if err != nil {
 		return nil, fmt.Errorf("fanotify_init: %w", err)
 	}
-	g := &fanGroup{c: c, pid: int32(os.Getpid()), f: os.NewFile(uintptr(fd), "fanotify"), fd: fd,
+	g := &fanGroup{c: c, pid: int32(os.Getpid()), unwatched: unwatched, f: os.NewFile(uintptr(fd), "fanotify"), fd: fd,
 		mounts: map[fsid]int{}, marks: map[fsid]int{}, roots: map[dirID]*fanRoot{},
 		watchers: map[*fanWatcher]bool{}}
 	g.dirs, _ = simplelru.NewLRU[string, fanDir](fanDirCache, nil)
@@ -210,7 +219,27 @@ func (g *fanGroup) markLocked(fs fsid, rootFD int) error {
 		return fmt.Errorf("%w: %w", errNoMark, err)
 	}
 	g.marks[fs] = 1
+	ignoreUnwatched(g.fd, g.unwatched)
 	return nil
+}
+
+// ignoreUnwatched gives each directory now in the unwatched trees an
+// ignore mark in group fd (again: marks add up). A directory it cannot
+// mark (gone, or a kernel before 6.0 without FAN_MARK_IGNORE) is
+// reported as any other.
+func ignoreUnwatched(fd int, trees []string) {
+	const flags = unix.FAN_MARK_ADD | unix.FAN_MARK_IGNORE | unix.FAN_MARK_IGNORED_SURV_MODIFY | unix.FAN_MARK_DONT_FOLLOW
+	for _, tree := range trees {
+		if real, err := filepath.EvalSymlinks(tree); err == nil {
+			tree = real
+		}
+		filepath.WalkDir(tree, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				unix.FanotifyMark(fd, flags, fanIgnore, unix.AT_FDCWD, p)
+			}
+			return nil
+		})
+	}
 }
 
 // removeRoot drops a reference to a root; the last one on a filesystem
@@ -325,6 +354,7 @@ func (g *fanGroup) reopenLocked(failed *os.File) error {
 	for fs := range g.marks {
 		unix.FanotifyMark(fd, unix.FAN_MARK_ADD|unix.FAN_MARK_FILESYSTEM, fanMask, unix.AT_FDCWD, procPath(g.mounts[fs]))
 	}
+	ignoreUnwatched(fd, g.unwatched)
 	failed.Close()
 	g.f, g.fd = os.NewFile(uintptr(fd), "fanotify"), fd
 	return nil

@@ -100,7 +100,7 @@ func newTestGroup(t *testing.T) *fanGroup {
 		t.Fatal(err)
 	}
 	defer unix.Close(mfd)
-	g, err := newFanGroup(mfd, &counters{})
+	g, err := newFanGroup(mfd, nil, &counters{})
 	if err != nil {
 		t.Skipf("no fanotify here: %v", err)
 	}
@@ -264,5 +264,52 @@ func TestFanotifyBindMountFallsBack(t *testing.T) {
 	r.wait(t, Create, "f")
 	if fw := w.(*fanWatcher); fw.ino == nil {
 		t.Error("the tree was not handed to inotify")
+	}
+}
+
+// TestFanotifyUnwatched writes in an unwatched tree (a guest's state
+// directory and its staging files) on the filesystem of a watched tree,
+// a tmpfs of the test's own: fanotify delivers none of those events,
+// and the watched tree's still arrive.
+func TestFanotifyUnwatched(t *testing.T) {
+	disk := t.TempDir()
+	if err := unix.Mount("tmpfs", disk, "tmpfs", 0, "size=4m"); err != nil {
+		t.Skipf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(disk, unix.MNT_DETACH) })
+	export, state := filepath.Join(disk, "export"), filepath.Join(disk, "state")
+	for _, d := range []string{export, state, filepath.Join(state, "data")} {
+		if err := os.Mkdir(d, 0755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mfd, err := unix.Open(disk, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(mfd)
+	h, err := NewHub(HubOptions{Kind: Fanotify, MountFD: mfd, Unwatched: []string{state}})
+	if err != nil {
+		t.Skipf("no fanotify here: %v", err)
+	}
+	t.Cleanup(func() { h.Close() })
+	_, r := watchTrees(t, h, export)
+
+	for i := range 20 { // as staging files and the journal are used
+		p := filepath.Join(state, "data", strconv.Itoa(i))
+		if err := os.WriteFile(p, []byte("staged"), 0600); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(p, 0644)
+		os.Truncate(p, 0)
+		os.Remove(p)
+		os.WriteFile(filepath.Join(state, "journal"), []byte(p), 0600)
+	}
+	os.WriteFile(filepath.Join(export, "marker"), nil, 0644)
+	r.wait(t, Create, "marker") // read after every event before it
+	st := h.Stats()
+	t.Logf("%d events read, %d filtered", st.Events, st.Filtered)
+	if st.Filtered != 0 {
+		t.Errorf("%d events filtered (outside the watched tree); want none from the unwatched tree", st.Filtered)
 	}
 }

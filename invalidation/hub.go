@@ -38,7 +38,7 @@ func NewHub(o HubOptions) (*Hub, error) {
 	if h.kind == Inotify {
 		return h, nil
 	}
-	g, err := newFanGroup(o.MountFD, h.c)
+	g, err := newFanGroup(o.MountFD, o.Unwatched, h.c)
 	switch {
 	case err == nil:
 		h.kind, h.fan = Fanotify, g

@@ -5,3 +5,7 @@ func UsesHandles(s *Server) bool { return s.useHandles.Load() }
 
 // RootRefs returns the references held on s's export root fd.
 func RootRefs(s *Server) int32 { return s.rootRef.refs.Load() }
+
+// SetidCalls returns the setxattr and removexattr calls s made on the
+// xattr that keeps set-id bits.
+func SetidCalls(s *Server) uint64 { return s.setidCalls.Load() }

@@ -218,14 +218,7 @@ func TestSetidKeptWriteBack(t *testing.T) {
 	}
 	c := newClient(t, ts.addr, upstream.ClientOptions{})
 	host := filepath.Join(ts.export, "w")
-	apply := func(op upstream.WBOp) {
-		t.Helper()
-		var ar upstream.ApplyResp
-		must(t, c, upstream.OpApply, &upstream.ApplyReq{Ops: []upstream.WBOp{op}}, &ar)
-		if ar.Errnos[0] != 0 {
-			t.Fatalf("Apply %+v: errno %d", op, ar.Errnos[0])
-		}
-	}
+	apply := func(op upstream.WBOp) { t.Helper(); applyOne(t, c, op) }
 	apply(upstream.WBOp{Kind: upstream.WBCreate, Path: "w", Mode: 04711})
 	wantModes(t, "WBCreate 04711", lookup(t, c, upstream.RootID, "w").Attr, 04711, host, 0711)
 	apply(upstream.WBOp{Kind: upstream.WBSetattr, Path: "w", Valid: upstream.SetMode, Mode: 06755})
@@ -235,6 +228,50 @@ func TestSetidKeptWriteBack(t *testing.T) {
 	apply(upstream.WBOp{Kind: upstream.WBMkdir, Path: "d", Mode: 0755})
 	apply(upstream.WBOp{Kind: upstream.WBSetattr, Path: "d", Valid: upstream.SetMode, Mode: 02755})
 	wantModes(t, "directory 02755", lookup(t, c, upstream.RootID, "d").Attr, 02755, filepath.Join(ts.export, "d"), 02755)
+}
+
+// applyOne applies op by write-back and fails the test unless it
+// succeeds.
+func applyOne(t *testing.T, c *upstream.Client, op upstream.WBOp) {
+	t.Helper()
+	var ar upstream.ApplyResp
+	must(t, c, upstream.OpApply, &upstream.ApplyReq{Ops: []upstream.WBOp{op}}, &ar)
+	if ar.Errnos[0] != 0 {
+		t.Fatalf("Apply %+v: errno %d", op, ar.Errnos[0])
+	}
+}
+
+// TestSetidWriteBackCalls: a chmod by write-back touches the set-id
+// xattr only where it holds bits or must: a file without set-id bits is
+// chmodded without a removexattr of it.
+func TestSetidWriteBackCalls(t *testing.T) {
+	ts := startServer(t, upstream.ServerOptions{})
+	if err := unix.Setxattr(ts.export, "user.probe", []byte("1"), 0); err != nil {
+		t.Skipf("no user xattrs on %s: %v", ts.export, err)
+	}
+	c := newClient(t, ts.addr, upstream.ClientOptions{})
+	host := filepath.Join(ts.export, "w")
+	applyOne(t, c, upstream.WBOp{Kind: upstream.WBCreate, Path: "w", Mode: 0644})
+	start := upstream.SetidCalls(ts.srv)
+	for _, step := range []struct {
+		mode, host uint32
+		calls      uint64 // setxattr and removexattr calls since the create
+	}{
+		{0600, 0600, 0}, {0755, 0755, 0},
+		{04755, 0755, 1}, // kept in the xattr
+		{0755, 0755, 2},  // which goes
+		{0700, 0700, 2},
+	} {
+		applyOne(t, c, upstream.WBOp{Kind: upstream.WBSetattr, Path: "w", Valid: upstream.SetMode, Mode: step.mode})
+		what := fmt.Sprintf("WBSetattr %04o", step.mode)
+		wantModes(t, what, lookup(t, c, upstream.RootID, "w").Attr, step.mode, host, step.host)
+		if got := upstream.SetidCalls(ts.srv) - start; got != step.calls {
+			t.Errorf("%s: %d set-id xattr calls since the create, want %d", what, got, step.calls)
+		}
+	}
+	if _, err := unix.Getxattr(host, "user.cachefs.setid", nil); err != unix.ENODATA {
+		t.Errorf("host user.cachefs.setid: got %v, want ENODATA", err)
+	}
 }
 
 // TestAllowSetID applies set-id bits to the host file, as a server run

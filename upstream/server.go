@@ -40,6 +40,10 @@ type ServerOptions struct {
 	// Zero: invalidation.Auto, fanotify where the process and the
 	// export's filesystem allow it, else inotify.
 	Watcher invalidation.Kind
+	// Unwatched are host directory trees whose changes no guest needs
+	// (invalidation.HubOptions.Unwatched): the guest's state directory
+	// when host and guest run in one process. Nil: none.
+	Unwatched []string
 	// Secret, when set, is the shared secret every guest must prove it
 	// holds at the handshake (auth.go), as the server proves it to the
 	// guest. Nil: no authentication, for transports that only trusted
@@ -72,6 +76,7 @@ type Server struct {
 	useHandles atomic.Bool
 	requests   atomic.Uint64
 	replayed   atomic.Uint64     // repeated requests answered from a session's replay cache
+	setidCalls atomic.Uint64     // setxattr and removexattr calls on setidXattr (server_setid.go)
 	watchers   *invalidation.Hub // immutable: hands sessions their watchers
 
 	mu       sync.Mutex // protects sessions and conns
@@ -112,7 +117,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	}
 	s.fds = newFDCache(maxFDs(opts.MaxFDs))
 	s.useHandles.Store(!opts.NoFileHandles && s.probeHandles())
-	if s.watchers, err = invalidation.NewHub(invalidation.HubOptions{Kind: opts.Watcher, MountFD: fd}); err != nil {
+	if s.watchers, err = invalidation.NewHub(invalidation.HubOptions{Kind: opts.Watcher, MountFD: fd, Unwatched: opts.Unwatched}); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("watcher: %w", err)
 	}

@@ -164,7 +164,7 @@ func (ss *session) applyOne(w *dirWalker, op *WBOp) error {
 		host, kept := ss.srv.splitMode(unix.S_IFREG, op.Mode&07777)
 		err = unix.Mknodat(dfd, name, unix.S_IFREG|host, 0)
 		if err == nil {
-			err = keepSetidAt(dfd, name, kept)
+			err = ss.srv.keepSetidAt(dfd, name, kept)
 		} else if err == unix.EEXIST {
 			err = isType(dfd, name, unix.S_IFREG)
 		}
@@ -292,9 +292,9 @@ func (ss *session) chmodNoFollow(dfd int, name string, f func(fmt, mode uint32) 
 	if fmt == unix.S_IFLNK {
 		return nil
 	}
-	cur := ss.srv.keptMode(fd, &st) & 07777
-	if mode := f(fmt, cur); mode != cur {
-		return ss.srv.chmod(fd, fmt, mode)
+	cur, absent := ss.srv.keptMode(fd, &st)
+	if mode := f(fmt, cur&07777); mode != cur&07777 {
+		return ss.srv.chmod(fd, fmt, mode, absent)
 	}
 	return nil
 }

@@ -44,8 +44,8 @@ func (ss *session) applySetattr(req *SetattrReq, n *node, fd int, st *unix.Stat_
 			return err
 		}
 	}
-	if mode, ok := ss.newMode(req, n.fmt, fd, st); ok && n.fmt != unix.S_IFLNK {
-		if err := ss.srv.chmod(fd, n.fmt, mode); err != nil {
+	if mode, ok, absent := ss.newMode(req, n.fmt, fd, st); ok && n.fmt != unix.S_IFLNK {
+		if err := ss.srv.chmod(fd, n.fmt, mode, absent); err != nil {
 			return err
 		}
 	}
@@ -55,15 +55,17 @@ func (ss *session) applySetattr(req *SetattrReq, n *node, fd int, st *unix.Stat_
 // newMode returns the mode a setattr leaves a file with, st being its
 // stat from before, and whether it must be set: the mode asked for, less
 // the set-id bits that SetKillSuidgid drops and, where the server keeps
-// them (server_setid.go), those a change of owner drops.
-func (ss *session) newMode(req *SetattrReq, fmt uint32, fd int, st *unix.Stat_t) (uint32, bool) {
+// them (server_setid.go), those a change of owner drops. absent reports
+// that it found no setidXattr (for chmod).
+func (ss *session) newMode(req *SetattrReq, fmt uint32, fd int, st *unix.Stat_t) (mode uint32, ok, absent bool) {
 	set, kill := req.Valid&SetMode != 0, req.Valid&SetKillSuidgid != 0
 	chown := ss.srv.keepsSetid(fmt) && req.Valid&(SetUid|SetGid) != 0
 	if !kill && (set || !chown) {
-		return req.Mode & 07777, set
+		return req.Mode & 07777, set, false
 	}
-	cur := ss.srv.keptMode(fd, st) & 07777
-	mode := req.Mode & 07777
+	cur, absent := ss.srv.keptMode(fd, st)
+	cur &= 07777
+	mode = req.Mode & 07777
 	if !set {
 		mode = cur
 		if chown {
@@ -73,7 +75,7 @@ func (ss *session) newMode(req *SetattrReq, fmt uint32, fd int, st *unix.Stat_t)
 	if kill {
 		mode &^= setidBits
 	}
-	return mode, set || mode != cur
+	return mode, set || mode != cur, absent
 }
 
 func (ss *session) truncate(req *SetattrReq, fd int) error {

@@ -56,7 +56,7 @@ func (ss *session) create(req *CreateReq, resp *CreateResp) error {
 		}
 		resp.Created = created
 		if created && kept != 0 {
-			if err := writeSetid(procPath(hfd), kept); err != nil {
+			if err := ss.srv.writeSetid(procPath(hfd), kept); err != nil {
 				unix.Close(hfd)
 				return err
 			}

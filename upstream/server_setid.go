@@ -37,25 +37,26 @@ func (s *Server) splitMode(fmt, mode uint32) (host, kept uint32) {
 	return mode &^ setidBits, mode & setidBits
 }
 
-// readSetid returns the bits setidXattr keeps for the file at path; get
-// is unix.Getxattr, or unix.Lgetxattr for a path whose last component
-// must not be followed.
-func readSetid(get func(path, attr string, dest []byte) (int, error), path string) uint32 {
+// readSetid returns the bits setidXattr keeps for the file at path, and
+// whether the file has no setidXattr (absent); get is unix.Getxattr, or
+// unix.Lgetxattr for a path whose last component must not be followed.
+func readSetid(get func(path, attr string, dest []byte) (int, error), path string) (bits uint32, absent bool) {
 	var buf [8]byte
 	n, err := get(path, setidXattr, buf[:])
 	if err != nil {
-		return 0
+		return 0, err == unix.ENODATA
 	}
 	v, err := strconv.ParseUint(string(buf[:n]), 8, 32)
 	if err != nil {
-		return 0
+		return 0, false
 	}
-	return uint32(v) & setidBits
+	return uint32(v) & setidBits, false
 }
 
 // writeSetid makes setidXattr of the file at path keep bits (none:
 // removed).
-func writeSetid(path string, bits uint32) error {
+func (s *Server) writeSetid(path string, bits uint32) error {
+	s.setidCalls.Add(1)
 	if bits == 0 {
 		if err := unix.Removexattr(path, setidXattr); err != nil && err != unix.ENODATA {
 			return err
@@ -67,10 +68,12 @@ func writeSetid(path string, bits uint32) error {
 
 // chmod sets the mode of the file of type fmt behind fd (O_PATH or
 // open), its set-id bits into setidXattr where the server keeps them.
-func (s *Server) chmod(fd int, fmt, mode uint32) error {
+// absent says that a read of setidXattr just found none (readSetid):
+// no set-id bits to keep then need no system call.
+func (s *Server) chmod(fd int, fmt, mode uint32, absent bool) error {
 	host, kept := s.splitMode(fmt, mode&07777)
-	if s.keepsSetid(fmt) {
-		if err := writeSetid(procPath(fd), kept); err != nil {
+	if s.keepsSetid(fmt) && (kept != 0 || !absent) {
+		if err := s.writeSetid(procPath(fd), kept); err != nil {
 			return err
 		}
 	}
@@ -79,7 +82,7 @@ func (s *Server) chmod(fd int, fmt, mode uint32) error {
 
 // keepSetidAt makes setidXattr of the regular file just made as name in
 // dfd keep bits.
-func keepSetidAt(dfd int, name string, bits uint32) error {
+func (s *Server) keepSetidAt(dfd int, name string, bits uint32) error {
 	if bits == 0 {
 		return nil
 	}
@@ -95,16 +98,18 @@ func keepSetidAt(dfd int, name string, bits uint32) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return unix.EEXIST // not what was made: replaced meanwhile
 	}
-	return writeSetid(procPath(fd), bits)
+	return s.writeSetid(procPath(fd), bits)
 }
 
 // keptMode returns the mode of the file behind fd (O_PATH or open) as
-// the guest sees it: the host's with the kept set-id bits.
-func (s *Server) keptMode(fd int, st *unix.Stat_t) uint32 {
+// the guest sees it, the host's with the kept set-id bits, and whether
+// it has no setidXattr (for chmod).
+func (s *Server) keptMode(fd int, st *unix.Stat_t) (uint32, bool) {
 	if !s.keepsSetid(st.Mode & unix.S_IFMT) {
-		return st.Mode
+		return st.Mode, false
 	}
-	return st.Mode | readSetid(unix.Getxattr, procPath(fd))
+	bits, absent := readSetid(unix.Getxattr, procPath(fd))
+	return st.Mode | bits, absent
 }
 
 // killOnChown drops the set-id bits Linux drops when a regular file
@@ -142,8 +147,11 @@ func (s *Server) killSetid(fd int) error {
 			return err
 		}
 	}
-	if s.keepsSetid(st.Mode&unix.S_IFMT) && readSetid(unix.Getxattr, procPath(fd)) != 0 {
-		return writeSetid(procPath(fd), 0)
+	if !s.keepsSetid(st.Mode & unix.S_IFMT) {
+		return nil
+	}
+	if bits, _ := readSetid(unix.Getxattr, procPath(fd)); bits != 0 {
+		return s.writeSetid(procPath(fd), 0)
 	}
 	return nil
 }

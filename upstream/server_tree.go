@@ -64,7 +64,7 @@ func (ss *session) mknod(req *MknodReq, resp *EntryResp) error {
 		if err := unix.Mknodat(fd, req.Name, fmt|host, int(req.Rdev)); err != nil {
 			return err
 		}
-		if err := keepSetidAt(fd, req.Name, kept); err != nil {
+		if err := ss.srv.keepSetidAt(fd, req.Name, kept); err != nil {
 			return err
 		}
 		resp.Entry, err = ss.created(dir, fd, req.Name, req.Caller)

@@ -33,7 +33,7 @@ func xattrSummary(path string, follow, keep bool) (setid uint32, none bool) {
 	switch {
 	case err == unix.ERANGE: // too many to list here: visible ones likely
 		if keep {
-			setid = readSetid(get, path)
+			setid, _ = readSetid(get, path)
 		}
 		return setid, false
 	case err != nil: // no xattr support, or gone: as without
@@ -51,7 +51,7 @@ func xattrSummary(path string, follow, keep bool) (setid uint32, none bool) {
 		case len(name) == 0:
 		case string(name) == setidXattr:
 			if keep {
-				setid = readSetid(get, path)
+				setid, _ = readSetid(get, path)
 			}
 		case !hiddenXattr(string(name)):
 			none = false

@@ -156,13 +156,23 @@ func local(args []string) error {
 	if err != nil {
 		return err
 	}
-	env, err := harness.Launch(harness.Options{Export: export, Mountpoint: fl.Arg(0),
-		Server: upstream.ServerOptions{Secret: secret}, LinkDelay: g.linkDelay, FS: g.options(nil, pol, fl.Arg(0)), Debug: g.debug, URing: g.uring, Logf: log.Printf})
+	env, err := harness.Launch(g.localOptions(export, fl.Arg(0), pol, secret))
 	if err != nil {
 		return err
 	}
 	log.Printf("cachefsd: %s mounted at %s", export, fl.Arg(0))
 	return runGuest(env.FS, env.Mount, g.ctl, env.Close)
+}
+
+// localOptions returns the host and guest of `cachefsd local`, in one
+// process. The guest's state directory is unwatched: its staging files
+// and journal may lie on the export's filesystem, and the host's
+// fanotify mark would report each write to them.
+func (g *guestFlags) localOptions(export, mnt string, pol *consistency.Policy, secret []byte) harness.Options {
+	fo := g.options(nil, pol, mnt)
+	return harness.Options{Export: export, Mountpoint: mnt, FS: fo,
+		Server:    upstream.ServerOptions{Secret: secret, Unwatched: []string{fo.StateDir}},
+		LinkDelay: g.linkDelay, Debug: g.debug, URing: g.uring, Logf: log.Printf}
 }
 
 // runGuest serves the control socket and waits until the mount ends,
