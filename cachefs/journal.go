@@ -1,9 +1,7 @@
 package cachefs
 
 import (
-	"encoding/json"
 	"errors"
-	"strconv"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -59,6 +57,7 @@ type journalState struct {
 	marked      uint64    // a replay of the file skips the records up to marked
 	err         error     // an append failed: records wait in unjournaled, or marked < w.done
 	unjournaled []*record // in order; those the host has are skipped
+	line        []byte    // the last line written, its buffer reused
 }
 
 // roomLocked makes sure the journal can take the record of one change.
@@ -99,8 +98,8 @@ func (w *writeback) appendLocked(r *record) {
 
 // writeRecordLocked appends one record line, or nothing. Needs w.mu.
 func (w *writeback) writeRecordLocked(r *record) error {
-	b, _ := json.Marshal(r)
-	return w.writeLineLocked(append(b, '\n'))
+	w.j.line = append(appendRecord(w.j.line[:0], r), '\n')
+	return w.writeLineLocked(w.j.line)
 }
 
 // rejournalLocked appends what the journal lacks, the marker of what the
@@ -130,8 +129,8 @@ func (w *writeback) markLocked() error {
 	if w.j.marked == w.done {
 		return nil
 	}
-	line := strconv.AppendUint([]byte(`{"Done":`), w.done, 10)
-	if err := w.writeLineLocked(append(line, "}\n"...)); err != nil {
+	w.j.line = append(appendRecord(w.j.line[:0], &record{Done: w.done}), '\n')
+	if err := w.writeLineLocked(w.j.line); err != nil {
 		return err
 	}
 	w.j.marked = w.done

@@ -3,7 +3,6 @@ package cachefs
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -101,13 +100,13 @@ func readJournal(p string) ([]*record, uint64, int64, error) {
 			return nil, 0, 0, err
 		}
 		end += int64(len(line))
-		var r record
+		r, err := decodeRecord(line)
 		switch {
-		case json.Unmarshal(line, &r) != nil:
+		case err != nil:
 		case r.Done != 0:
 			done = max(done, r.Done)
 		default:
-			out = append(out, &r)
+			out = append(out, r)
 		}
 	}
 	out = slices.DeleteFunc(out, func(r *record) bool { return r.Seq <= done })
@@ -233,8 +232,7 @@ func (w *writeback) writeRecordsLocked(f *os.File) (int64, error) {
 	var size int64
 	piece := int(journalPiece.Load())
 	for i, r := range w.queue {
-		b, _ := json.Marshal(r)
-		buf = append(append(buf, b...), '\n')
+		buf = append(appendRecord(buf, r), '\n')
 		if len(buf) < piece && i < len(w.queue)-1 {
 			continue
 		}

@@ -234,3 +234,35 @@ func copyState(t *testing.T, state string) string {
 	}
 	return dst
 }
+
+// Names are bytes, not text: a name that is not UTF-8 (a Latin-1 é, a
+// lone continuation byte) or holds quotes, backslashes and control
+// characters is journaled and replayed after a crash as it was, for a
+// file, a directory and a symlink's target.
+func TestJournalNamesAreBytes(t *testing.T) {
+	export, state := t.TempDir(), t.TempDir()
+	env := startDelegated(t, export, state)
+	env.FS.HoldWriteback(true)
+	names := []string{"caf\xe9", "\x80lone", "q\"uote\\back\x01\x1f\t", "ok-ünïcode"}
+	for _, name := range names {
+		if err := os.Mkdir(filepath.Join(env.Mountpoint, "d"+name), 0755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(env.Mountpoint, "d"+name, name), []byte(name), 0644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("t"+name, filepath.Join(env.Mountpoint, "l"+name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	crashAndReplay(t, env, export, state, uint64(4*len(names)))
+	for _, name := range names {
+		b, err := os.ReadFile(filepath.Join(export, "d"+name, name))
+		if err != nil || string(b) != name {
+			t.Errorf("host file %q: %q, %v; want its name as contents", "d"+name+"/"+name, b, err)
+		}
+		if target, err := os.Readlink(filepath.Join(export, "l"+name)); err != nil || target != "t"+name {
+			t.Errorf("host symlink %q: %q, %v; want %q", "l"+name, target, err, "t"+name)
+		}
+	}
+}
