@@ -31,6 +31,20 @@ func TestLockInterrupted(t *testing.T) {
 	}
 }
 
+// TestLockRestarted: a blocking lock interrupted by a signal whose
+// handler restarts system calls (SA_RESTART, as the Go runtime installs
+// its own) is asked of the host again and waits on: it takes the lock
+// once the holder lets go.
+func TestLockRestarted(t *testing.T) {
+	for _, kind := range lockKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			env := harness.Start(t, harness.Options{})
+			env.FS.Register("", consistency.Consistent)
+			testLockRestarted(t, env, kind)
+		})
+	}
+}
+
 // lockKind takes a write lock of a file, blocking or not, and lets go.
 type lockKind struct {
 	name   string
@@ -87,6 +101,48 @@ func testLockInterrupted(t *testing.T, env *harness.Env, kind lockKind) {
 	}
 }
 
+// testLockRestarted: A holds the lock; B blocks on the host until a
+// signal interrupts it, the kernel sends its request again, and it
+// waits on the host again; A lets go; B gets the lock, so C does not.
+func testLockRestarted(t *testing.T, env *harness.Env, kind lockKind) {
+	hostPath := filepath.Join(env.Export, "locked")
+	if err := os.WriteFile(hostPath, make([]byte, 100), 0644); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(env.Mountpoint, "locked")
+	a, b, c := openRW(t, p), openRW(t, p), openRW(t, p)
+	if err := kind.lock(a, false); err != nil {
+		t.Fatalf("A's lock: %v", err)
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, unix.SIGUSR1)
+	defer signal.Stop(sigs)
+	env.Kernel.Reset()
+	tid, done := onThread(func() error { return kind.lock(b, true) })
+	waitFor(t, "B's request waiting on the host", func() bool { return hostWaiters(t, hostPath) == 1 })
+	if err := unix.Tgkill(os.Getpid(), tid, unix.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	<-sigs
+	waitFor(t, "B's request sent again and waiting on the host", func() bool {
+		return env.Kernel.Count("SETLKW") >= 2 && hostWaiters(t, hostPath) == 1
+	})
+	select {
+	case err := <-done:
+		t.Fatalf("B's blocking lock returned %v while A holds the lock", err)
+	default:
+	}
+	if err := kind.unlock(a); err != nil {
+		t.Fatalf("A's unlock: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("B's blocking lock after A let go: %v", err)
+	}
+	if err := kind.lock(c, false); !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EWOULDBLOCK) {
+		t.Errorf("C's lock while B holds it: got %v, want EAGAIN", err)
+	}
+}
+
 func openRW(t *testing.T, p string) *os.File {
 	t.Helper()
 	f, err := os.OpenFile(p, os.O_RDWR, 0)
@@ -103,14 +159,7 @@ func openRW(t *testing.T, p string) *os.File {
 func interrupted(t *testing.T, call func() error, blocked func() bool) error {
 	t.Helper()
 	sigs := catchNoRestart(t, unix.SIGUSR1)
-	tids, done := make(chan int, 1), make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		tids <- unix.Gettid()
-		done <- call()
-	}()
-	tid := <-tids
+	tid, done := onThread(call)
 	waitFor(t, "the call blocked", func() bool {
 		select {
 		case err := <-done:
@@ -130,6 +179,19 @@ func interrupted(t *testing.T, call func() error, blocked func() bool) error {
 		t.Fatal("the blocking call still runs 20 s after the signal")
 		return nil
 	}
+}
+
+// onThread runs call on a thread of its own, whose id it returns, and
+// sends what call returns on done.
+func onThread(call func() error) (tid int, done <-chan error) {
+	tids, errs := make(chan int, 1), make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		tids <- unix.Gettid()
+		errs <- call()
+	}()
+	return <-tids, errs
 }
 
 // kernelSigaction is struct sigaction as rt_sigaction(2) takes it on

@@ -118,3 +118,29 @@ func TestURingLockInterrupted(t *testing.T) {
 		t.Fatal("F_OFD_SETLKW still blocked 10 s after the holder let go")
 	}
 }
+
+// TestURingLockInterruptedNoRestart is TestLockInterrupted over the
+// rings: the signal watcher stands in for the kernel's INTERRUPT, and
+// the host's wait ends with the caller's.
+func TestURingLockInterruptedNoRestart(t *testing.T) {
+	requireURingTests(t)
+	for _, kind := range lockKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			env := harness.Start(t, harness.Options{URing: true})
+			env.FS.Register("", consistency.Consistent)
+			testLockInterrupted(t, env, kind)
+		})
+	}
+}
+
+// TestURingLockRestarted is TestLockRestarted over the rings.
+func TestURingLockRestarted(t *testing.T) {
+	requireURingTests(t)
+	for _, kind := range lockKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			env := harness.Start(t, harness.Options{URing: true})
+			env.FS.Register("", consistency.Consistent)
+			testLockRestarted(t, env, kind)
+		})
+	}
+}
