@@ -131,17 +131,28 @@ func TestCancelOnTheWire(t *testing.T) {
 	must(t, c, upstream.OpSetlk, unlock(holder), &upstream.Empty{})
 }
 
-// TestBlockingLockGrantedFirst: a lock taken as its wait is cancelled is
-// reported taken, so that the caller knows it holds it.
-func TestBlockingLockGrantedFirst(t *testing.T) {
+// TestTakeLockGrantedFirst: a lock taken as its wait is cancelled is
+// reported taken, so that the caller knows it holds it; a wait
+// cancelled before it began is not begun.
+func TestTakeLockGrantedFirst(t *testing.T) {
 	cancel := make(chan struct{})
 	close(cancel)
-	granted := func() error { return nil }
-	if err := upstream.BlockingLock(cancel, granted); err != unix.EINTR {
-		t.Errorf("lock cancelled before it ran: got %v, want EINTR", err)
+	waits := 0
+	err := upstream.TakeLock(true, cancel, func(wait bool) error {
+		if wait {
+			waits++
+			return nil
+		}
+		return unix.EAGAIN
+	})
+	if err != unix.EINTR || waits != 0 {
+		t.Errorf("lock cancelled before its wait: got %v after %d waits, want EINTR after none", err, waits)
 	}
 	cancel = make(chan struct{})
-	err := upstream.BlockingLock(cancel, func() error {
+	err = upstream.TakeLock(true, cancel, func(wait bool) error {
+		if !wait {
+			return unix.EAGAIN
+		}
 		close(cancel)
 		time.Sleep(3 * 10 * time.Millisecond) // kicked meanwhile, outside any system call
 		return nil

@@ -64,7 +64,7 @@
 // which is EINTR once the host's wait has ended, or success if the lock
 // was granted first: the caller is told what the host did, so no lock
 // is left on the host for a caller told it failed (server_cancel.go).
-// The host takes a lock that may block on an OS thread of its own and
+// The host waits for a lock it found held on an OS thread of its own and
 // ends a cancelled wait by signalling that thread with lockSignal, whose
 // handler (the Go runtime's) it makes interrupt system calls rather than
 // restart them: a process-wide setting of one real-time signal

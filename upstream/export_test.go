@@ -10,5 +10,5 @@ func RootRefs(s *Server) int32 { return s.rootRef.refs.Load() }
 // xattr that keeps set-id bits.
 func SetidCalls(s *Server) uint64 { return s.setidCalls.Load() }
 
-// BlockingLock is blockingLock (lockwait.go).
-var BlockingLock = blockingLock
+// TakeLock is takeLock (lockwait.go).
+var TakeLock = takeLock

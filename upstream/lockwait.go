@@ -12,8 +12,9 @@ import (
 // Interrupting a host thread blocked in a lock system call. Linux has
 // no other way to end a blocked F_OFD_SETLKW or flock than a signal to
 // the thread, whose handler was installed without SA_RESTART (else the
-// call restarts after it). So a lock that may block is taken on a thread
-// of its own (runtime.LockOSThread); once its request is cancelled that
+// call restarts after it). So a lock that is held by another is waited
+// for on a thread of its own (runtime.LockOSThread), after a first try
+// that does not wait; once its request is cancelled that
 // thread is sent lockSignal, again every kickEvery until the call
 // returns, since a signal that arrives just before the call blocks is
 // lost on it. The call then fails with EINTR, or succeeds if the lock
@@ -38,15 +39,22 @@ const lockSignal = unix.Signal(40)
 // until the call returns.
 const kickEvery = 10 * time.Millisecond
 
-// blockingLock runs lock, a lock system call that may block, until it
-// returns, or until cancel is closed: then it returns EINTR unless the
-// lock was taken first. A nil cancel never closes.
-func blockingLock(cancel <-chan struct{}, lock func() error) error {
+// takeLock takes a lock with lock(false), a system call that does not
+// wait. If the lock is held (EAGAIN) and wait is set, it waits with
+// lock(true) until that returns, or until cancel is closed: it then
+// returns EINTR unless the lock was taken first. A nil cancel never
+// closes.
+func takeLock(wait bool, cancel <-chan struct{}, lock func(wait bool) error) error {
+	err := lock(false)
+	if !wait || err != unix.EAGAIN {
+		return err
+	}
+	waitLock := func() error { return lock(true) }
 	if cancel == nil {
-		return lock()
+		return waitLock()
 	}
 	res := make(chan error, 1)
-	go lockOnThread(cancel, lock, res)
+	go lockOnThread(cancel, waitLock, res)
 	return <-res
 }
 

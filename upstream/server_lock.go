@@ -56,15 +56,12 @@ func getlkFD(fd int, req *LockReq, resp *LockResp) error {
 	return nil
 }
 
-// setlk takes or drops a lock; a blocking one waits until cancel is
-// closed (lockwait.go).
+// setlk takes or drops a lock; a blocking one waits until the lock is
+// granted or cancel is closed (lockwait.go).
 func (ss *session) setlk(cancel <-chan struct{}, req *LockReq, _ *Empty) error {
 	f, err := ss.handle(req.Handle)
 	if err != nil {
 		return err
-	}
-	if !req.Wait {
-		cancel = nil
 	}
 	if req.Flock {
 		return ss.flock(f, req, cancel)
@@ -75,12 +72,14 @@ func (ss *session) setlk(cancel <-chan struct{}, req *LockReq, _ *Empty) error {
 		return err
 	}
 	defer r.release()
-	cmd := unix.F_OFD_SETLK
-	if req.Wait {
-		cmd = unix.F_OFD_SETLKW
-	}
 	fl := flockOf(&req.Lock)
-	err = blockingLock(cancel, func() error { return unix.FcntlFlock(uintptr(r.fd), cmd, &fl) })
+	err = takeLock(req.Wait, cancel, func(wait bool) error {
+		cmd := unix.F_OFD_SETLK
+		if wait {
+			cmd = unix.F_OFD_SETLKW
+		}
+		return unix.FcntlFlock(uintptr(r.fd), cmd, &fl)
+	})
 	if err != nil {
 		return err
 	}
@@ -97,7 +96,7 @@ func (ss *session) flock(f *openFile, req *LockReq, cancel <-chan struct{}) erro
 		}
 	}
 	return ss.withFile(req.Handle, func(_ *openFile, fd int) error {
-		return blockingLock(cancel, func() error { return flockFD(fd, &req.Lock, req.Wait) })
+		return takeLock(req.Wait, cancel, func(wait bool) error { return flockFD(fd, &req.Lock, wait) })
 	})
 }
 
