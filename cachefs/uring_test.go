@@ -92,11 +92,11 @@ func TestURingLockInterrupted(t *testing.T) {
 	signal.Notify(sigs, syscall.SIGUSR1)
 	defer signal.Stop(sigs)
 	tids, done := make(chan int, 1), make(chan error, 1)
+	w := lk // the holder's lk changes to an unlock below
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		tids <- unix.Gettid()
-		w := lk
 		done <- unix.FcntlFlock(waiter.Fd(), unix.F_OFD_SETLKW, &w)
 	}()
 	tid := <-tids
