@@ -47,6 +47,16 @@
 // MountOptions.URing (experimental), over FUSE over io_uring with a
 // queue per CPU (internal/fuseuring); both reach the same countingFS.
 //
+// # Locks
+//
+// POSIX locks and flock are the host's (ops_lock.go): every request
+// goes to it. A blocking one that the kernel interrupts (a signal to the
+// caller) is cancelled on the host, and the kernel gets the host's
+// answer: EINTR once the host has stopped waiting, or success if the
+// lock was granted first. So a caller told EINTR (or whose call the
+// kernel restarts) never leaves a lock behind on the host (upstream's
+// Blocking locks).
+//
 // # Counting
 //
 // The mount serves countingFS (kernelops.go), which counts the kernel's

@@ -42,7 +42,9 @@ func (fs *FS) SetLkw(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status {
 }
 
 // setLk forwards a lock request. A blocking one may wait as long as the
-// holder keeps its lock; an interrupt from the kernel abandons the wait.
+// holder keeps its lock; an interrupt from the kernel cancels it on the
+// host, and the answer is the host's: EINTR, or success if the lock was
+// granted before the cancel got there.
 func (fs *FS) setLk(cancel <-chan struct{}, in *fuse.LkIn, wait bool) fuse.Status {
 	fs.hostHandleFirst(in.Fh)
 	ctx := context.Background()

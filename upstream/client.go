@@ -317,10 +317,21 @@ func (c *Client) call(ctx context.Context, op Op, req, resp any) error {
 			return syscall.EIO
 		}
 		var now uint64
-		if cc, now, err = c.conn(ctx); err == nil && now != epoch {
+		if cc, now, err = c.conn(repeatContext(ctx, op)); err == nil && now != epoch {
 			return ErrSessionLost
 		}
 	}
+}
+
+// repeatContext is what the wait for a connection to repeat a request
+// on heeds. A blocking lock may still wait on the host: it is repeated,
+// even if its caller gave up, so that its cancel reaches it (roundTrip
+// sends one at once).
+func repeatContext(ctx context.Context, op Op) context.Context {
+	if op == OpSetlk {
+		return context.WithoutCancel(ctx)
+	}
+	return ctx
 }
 
 // Close ends the connection for good.

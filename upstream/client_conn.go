@@ -94,9 +94,24 @@ func (cc *clientConn) wait(ctx context.Context, op Op, id uint64, ch chan reply)
 		cc.forget(id)
 		return reply{}, syscall.ETIMEDOUT
 	case <-ctx.Done():
-		cc.forget(id)
+		if op == OpSetlk && cc.c.Has(FeatCancel) {
+			return cc.cancel(id, ch), nil
+		}
+		cc.forget(id) // an older host: its wait goes on, unknown to the caller
 		return reply{}, syscall.EINTR
 	}
+}
+
+// cancel gives up request id, a blocking lock, and returns its reply:
+// EINTR once the host gave up waiting, or what the request did before
+// the cancel reached the host. The lock is then taken or not, as the
+// reply says, never behind the caller's back (server_cancel.go). The
+// cancel's own reply is dropped: no call waits for its id.
+func (cc *clientConn) cancel(id uint64, ch chan reply) reply {
+	if err := cc.send(Header{Kind: KindRequest, Op: OpCancel, ID: cc.c.nextID.Add(1)}, &CancelReq{ID: id}); err != nil {
+		cc.close(err) // the reply is then errConnLost: the call repeats the request and cancels it again
+	}
+	return <-ch
 }
 
 func (cc *clientConn) forget(id uint64) {

@@ -37,7 +37,7 @@ func messages() []any {
 		&upstream.ChangedResp{}, &upstream.TreeReq{}, &upstream.TreeDir{},
 		&upstream.TreeResp{}, &upstream.WatchReq{}, &upstream.AckReq{},
 		&upstream.ApplyReq{}, &upstream.WBOp{}, &upstream.ApplyResp{},
-		&upstream.ChallengeResp{}, &upstream.AuthReq{},
+		&upstream.ChallengeResp{}, &upstream.AuthReq{}, &upstream.CancelReq{},
 	}
 }
 

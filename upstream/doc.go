@@ -56,6 +56,20 @@
 // whose session is gone starts a new one; its client bumps its epoch and
 // the guest re-resolves node ids by name and reopens its files.
 //
+// # Blocking locks
+//
+// A blocking lock request (OpSetlk with Wait) waits on the host until
+// the lock is granted. When the guest's caller is interrupted, the
+// client cancels it (OpCancel, FeatCancel) and waits for its reply,
+// which is EINTR once the host's wait has ended, or success if the lock
+// was granted first: the caller is told what the host did, so no lock
+// is left on the host for a caller told it failed (server_cancel.go).
+// The host waits for a lock it found held on an OS thread of its own and
+// ends a cancelled wait by signalling that thread with lockSignal, whose
+// handler (the Go runtime's) it makes interrupt system calls rather than
+// restart them: a process-wide setting of one real-time signal
+// (lockwait.go).
+//
 // # Events and write-back
 //
 // server_watch.go watches the subtrees a guest asked for (see package
@@ -66,6 +80,6 @@
 // # Locking
 //
 // Lock order: session.mu, then nodeTable.mu, then fdCache.mu; the
-// connection's write mutex is taken alone. No lock is held across a
-// syscall that may block except closing fds.
+// connection's write mutex, waits.mu and a kicker's mu are taken alone.
+// No lock is held across a syscall that may block except closing fds.
 package upstream

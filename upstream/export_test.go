@@ -9,3 +9,6 @@ func RootRefs(s *Server) int32 { return s.rootRef.refs.Load() }
 // SetidCalls returns the setxattr and removexattr calls s made on the
 // xattr that keeps set-id bits.
 func SetidCalls(s *Server) uint64 { return s.setidCalls.Load() }
+
+// TakeLock is takeLock (lockwait.go).
+var TakeLock = takeLock

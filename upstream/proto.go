@@ -73,6 +73,7 @@ const (
 	OpApply
 	OpAuth     // the handshake's second request
 	OpReadNode // a read by node, without a handle (FeatReadNode)
+	OpCancel   // gives up a blocked request (FeatCancel)
 	opCount
 )
 
@@ -83,10 +84,11 @@ const (
 	FeatResume                         // sessions survive reconnects
 	FeatReplay                         // requests repeated after a reconnect run once (replay.go)
 	FeatReadNode                       // OpReadNode: a regular file read by node
+	FeatCancel                         // OpCancel: a blocked lock request can be given up
 )
 
 // AllFeatures is what this build supports.
-const AllFeatures = FeatReaddirPlus | FeatEvents | FeatResume | FeatReplay | FeatReadNode
+const AllFeatures = FeatReaddirPlus | FeatEvents | FeatResume | FeatReplay | FeatReadNode | FeatCancel
 
 // RootID is the node id of the export root in every session.
 const RootID = 1
@@ -428,6 +430,15 @@ type LockReq struct {
 
 type LockResp struct {
 	Lock Lock
+}
+
+// CancelReq gives up request ID, a blocking lock request (OpSetlk with
+// Wait) whose caller was interrupted. The host interrupts the wait and
+// answers request ID with EINTR, or as it would have if the lock was
+// taken first; the cancel itself is answered at once with Empty, and a
+// cancel of a request that is not running does nothing.
+type CancelReq struct {
+	ID uint64
 }
 
 type AccessReq struct {

@@ -42,10 +42,12 @@ func newReplayCache() *replayCache {
 }
 
 // pure ops change nothing on the host: running them again is harmless.
+// (A cancel changes what another request does, but the same however
+// often it is repeated.)
 func pure(op Op) bool {
 	switch op {
 	case OpPing, OpGetattr, OpReadlink, OpRead, OpReaddir, OpStatfs, OpGetxattr,
-		OpListxattr, OpLseek, OpGetlk, OpAccess, OpReadNode:
+		OpListxattr, OpLseek, OpGetlk, OpAccess, OpReadNode, OpCancel:
 		return true
 	}
 	return false

@@ -61,11 +61,20 @@ func (sc *serverConn) loop(wg *sync.WaitGroup) {
 			sc.fatal(protoErrorf("unknown op %d", h.Op))
 			return
 		}
+		if h.Op == OpCancel {
+			// Answered here, at once: it must reach the requests it
+			// cancels even when maxInflight of them are blocked.
+			sc.handle(h, hd, payload, nil)
+			continue
+		}
+		// Registered before a cancel read after it can look for it.
+		w := sc.sess.waits.begin(h.Op, h.ID)
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			sc.handle(h, hd, payload)
+			sc.handle(h, hd, payload, w.cancelled())
+			sc.sess.waits.end(h.ID, w)
 		}()
 	}
 }
@@ -187,17 +196,19 @@ func (sc *serverConn) welcome(h Header, req *HelloReq, auth *AuthReq, hostNonce 
 	return sc.write(appendFrame(nil, Header{Kind: KindReply, Op: OpAuth, ID: h.ID}, &resp))
 }
 
-func (sc *serverConn) handle(h Header, hd handler, payload []byte) {
+// handle runs a request, or answers a repeat with its first run's
+// reply; cancel is the request's, nil unless it may block.
+func (sc *serverConn) handle(h Header, hd handler, payload []byte, cancel <-chan struct{}) {
 	sc.srv.requests.Add(1)
 	if pure(h.Op) {
-		sc.reply(h, hd, payload)
+		sc.reply(h, hd, payload, cancel)
 		return
 	}
 	rc := sc.sess.replay
 	for {
 		e, first := rc.begin(h.ID)
 		if first {
-			if frame := sc.reply(h, hd, payload); frame != nil {
+			if frame := sc.reply(h, hd, payload, cancel); frame != nil {
 				rc.finish(h.ID, e, frame)
 			} else {
 				rc.forgetRunning(h.ID, e)
@@ -215,8 +226,8 @@ func (sc *serverConn) handle(h Header, hd handler, payload []byte) {
 
 // reply runs a request and sends its reply frame, which it returns (nil
 // after a protocol error, which ends the connection instead).
-func (sc *serverConn) reply(h Header, hd handler, payload []byte) []byte {
-	resp, err := sc.call(hd, payload)
+func (sc *serverConn) reply(h Header, hd handler, payload []byte, cancel <-chan struct{}) []byte {
+	resp, err := sc.call(hd, payload, cancel)
 	rh := Header{Kind: KindReply, Op: h.Op, ID: h.ID}
 	if err != nil {
 		var pe *ProtocolError
@@ -243,14 +254,14 @@ func (sc *serverConn) send(frame []byte) {
 }
 
 // call runs a handler, turning a panic into EREMOTEIO.
-func (sc *serverConn) call(hd handler, payload []byte) (resp any, err error) {
+func (sc *serverConn) call(hd handler, payload []byte, cancel <-chan struct{}) (resp any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			sc.srv.opts.Logf("cachefs: handler panic: %v\n%s", r, debug.Stack())
 			resp, err = nil, syscall.EREMOTEIO
 		}
 	}()
-	return hd(sc.sess, payload)
+	return hd(sc.sess, cancel, payload)
 }
 
 // toErrno maps a handler error to the errno sent on the wire.

@@ -56,13 +56,15 @@ func getlkFD(fd int, req *LockReq, resp *LockResp) error {
 	return nil
 }
 
-func (ss *session) setlk(req *LockReq, _ *Empty) error {
+// setlk takes or drops a lock; a blocking one waits until the lock is
+// granted or cancel is closed (lockwait.go).
+func (ss *session) setlk(cancel <-chan struct{}, req *LockReq, _ *Empty) error {
 	f, err := ss.handle(req.Handle)
 	if err != nil {
 		return err
 	}
 	if req.Flock {
-		return ss.flock(f, req)
+		return ss.flock(f, req, cancel)
 	}
 	unlock := req.Lock.Type == unix.F_UNLCK
 	r, err := ss.ownerFD(f, req.Owner, !unlock)
@@ -70,12 +72,15 @@ func (ss *session) setlk(req *LockReq, _ *Empty) error {
 		return err
 	}
 	defer r.release()
-	cmd := unix.F_OFD_SETLK
-	if req.Wait {
-		cmd = unix.F_OFD_SETLKW
-	}
 	fl := flockOf(&req.Lock)
-	if err := unix.FcntlFlock(uintptr(r.fd), cmd, &fl); err != nil {
+	err = takeLock(req.Wait, cancel, func(wait bool) error {
+		cmd := unix.F_OFD_SETLK
+		if wait {
+			cmd = unix.F_OFD_SETLKW
+		}
+		return unix.FcntlFlock(uintptr(r.fd), cmd, &fl)
+	})
+	if err != nil {
 		return err
 	}
 	if unlock && fl.Start == 0 && fl.Len == 0 {
@@ -84,14 +89,14 @@ func (ss *session) setlk(req *LockReq, _ *Empty) error {
 	return nil
 }
 
-func (ss *session) flock(f *openFile, req *LockReq) error {
+func (ss *session) flock(f *openFile, req *LockReq, cancel <-chan struct{}) error {
 	if req.Lock.Type != unix.F_UNLCK {
 		if err := ss.pin(f); err != nil {
 			return err
 		}
 	}
 	return ss.withFile(req.Handle, func(_ *openFile, fd int) error {
-		return flockFD(fd, &req.Lock, req.Wait)
+		return takeLock(req.Wait, cancel, func(wait bool) error { return flockFD(fd, &req.Lock, wait) })
 	})
 }
 

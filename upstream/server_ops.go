@@ -5,8 +5,9 @@ import (
 )
 
 // handler decodes a request payload, performs it and returns the reply
-// message.
-type handler func(ss *session, payload []byte) (any, error)
+// message. cancel is closed when the guest gives the request up
+// (OpCancel); it is nil for ops that cannot block (see cancellable).
+type handler func(ss *session, cancel <-chan struct{}, payload []byte) (any, error)
 
 // handlers is the dispatch table, indexed by op. Ops without an entry
 // are unknown: a protocol error.
@@ -21,13 +22,21 @@ func handlerFor(op Op) handler {
 
 // on registers a typed handler for op.
 func on[Req, Resp any](op Op, f func(ss *session, req *Req, resp *Resp) error) {
-	handlers[op] = func(ss *session, payload []byte) (any, error) {
+	onCancellable(op, func(ss *session, _ <-chan struct{}, req *Req, resp *Resp) error {
+		return f(ss, req, resp)
+	})
+}
+
+// onCancellable registers a typed handler for op that may block until
+// cancel is closed.
+func onCancellable[Req, Resp any](op Op, f func(ss *session, cancel <-chan struct{}, req *Req, resp *Resp) error) {
+	handlers[op] = func(ss *session, cancel <-chan struct{}, payload []byte) (any, error) {
 		var req Req
 		if err := Unmarshal(payload, &req); err != nil {
 			return nil, protoErrorf("op %d: %v", op, err)
 		}
 		var resp Resp
-		if err := f(ss, &req, &resp); err != nil {
+		if err := f(ss, cancel, &req, &resp); err != nil {
 			return nil, err
 		}
 		return &resp, nil
@@ -67,7 +76,8 @@ func init() {
 	on(OpFallocate, (*session).fallocate)
 	on(OpLseek, (*session).lseek)
 	on(OpGetlk, (*session).getlk)
-	on(OpSetlk, (*session).setlk)
+	onCancellable(OpSetlk, (*session).setlk)
+	on(OpCancel, (*session).cancel)
 	on(OpReadTree, (*session).readTree)
 	on(OpWatch, (*session).watch)
 	on(OpUnwatch, (*session).unwatch)

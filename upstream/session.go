@@ -18,6 +18,9 @@ type session struct {
 	// replay keeps replies for requests repeated after a reconnect
 	// (replay.go); immutable pointer, locks itself.
 	replay *replayCache
+	// waits are the requests a guest may cancel (server_cancel.go);
+	// immutable pointer, locks itself.
+	waits *waits
 
 	mu      sync.Mutex // protects the following
 	handles map[uint64]*openFile
@@ -48,7 +51,7 @@ type openFile struct {
 func newSession(s *Server, id uint64) *session {
 	root := &node{dev: s.rootStat.Dev, ino: s.rootStat.Ino, fmt: unix.S_IFDIR}
 	return &session{id: id, srv: s, nodes: newNodeTable(root), root: root, replay: newReplayCache(),
-		handles: map[uint64]*openFile{}, next: 1}
+		waits: newWaits(), handles: map[uint64]*openFile{}, next: 1}
 }
 
 func (ss *session) rootEntry() (Entry, error) {
@@ -176,6 +179,7 @@ func (ss *session) close() {
 	files := ss.handles
 	ss.handles = map[uint64]*openFile{}
 	ss.mu.Unlock()
+	ss.waits.cancelAll()
 	for _, f := range files {
 		ss.closeFile(f)
 	}

@@ -110,7 +110,7 @@ var opNames = [...]string{OpHello: "hello", OpPing: "ping", OpLookup: "lookup", 
 	OpListxattr: "listxattr", OpSetxattr: "setxattr", OpRemovexattr: "removexattr",
 	OpFallocate: "fallocate", OpLseek: "lseek", OpGetlk: "getlk", OpSetlk: "setlk", OpAccess: "access",
 	OpReadTree: "readtree", OpWatch: "watch", OpUnwatch: "unwatch", OpAck: "ack", OpApply: "apply",
-	OpAuth: "auth", OpReadNode: "readnode"}
+	OpAuth: "auth", OpReadNode: "readnode", OpCancel: "cancel"}
 
 func (op Op) String() string {
 	if int(op) < len(opNames) && opNames[op] != "" {

@@ -30,7 +30,27 @@
 // same RawFileSystem, given the INIT go-fuse negotiated. The queue's
 // thread answers them one after the other; an opcode that can wait on
 // other requests (a blocking lock) is answered from its own goroutine,
-// which commits under the queue's submission lock.
+// which queues its commit under the queue's submission lock and wakes
+// the queue's thread to submit it.
+//
+// # Submitting
+//
+// Only a queue's own thread submits to its ring. The kernel puts a new
+// request into an idle entry in the context of the thread that submitted
+// that entry's last command (a task_work, which copies the request into
+// the entry's buffers); the thread runs it when it next returns to user
+// space or waits in io_uring_enter. A thread blocked in a FUSE request
+// of the same mount never does: if that request, or one it waits on,
+// was handed to such an entry, it never reaches the daemon. A goroutine
+// that committed from its own thread left its entry owned by a thread
+// of the Go runtime, which later ran other goroutines, among them
+// callers of the mount when the daemon shares their process (cachefs's
+// tests): a close(2) whose FLUSH went to that entry hung for good, in
+// uninterruptible sleep. So the answering goroutine queues its
+// COMMIT_AND_FETCH and writes an eventfd, which the queue's thread polls
+// through its ring (IORING_OP_POLL_ADD); woken, the thread submits the
+// commit with its own. The queue's thread is locked to it and makes no
+// FUSE request, so every entry's requests are delivered.
 //
 // # Interrupts
 //
@@ -43,8 +63,11 @@
 //
 // # Known problem
 //
-// With the server in the same process as its callers (cachefs's tests),
-// a signalled blocking lock sometimes never completes, and a request a
-// ring entry holds is not ended when that process exits, which then
-// cannot; see cachefs/uring_test.go. Hence experimental.
+// A request a ring entry holds is not ended when the process exits, nor
+// by an abort through fusectl: a caller waiting for it keeps a process
+// that is both daemon and caller (cachefs's tests) from exiting. With
+// the server in the same process as its callers, a signalled blocking
+// lock sometimes never completed, and a close hung in FLUSH, until only
+// the queue's thread submitted (Submitting); see cachefs/uring_test.go
+// for the runs before and after. Still experimental.
 package fuseuring

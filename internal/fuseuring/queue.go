@@ -33,6 +33,9 @@ const (
 	opInit      = 26
 	opSetLkW    = 33
 	opInterrupt = 36
+
+	opPollAdd = 6          // IORING_OP_POLL_ADD
+	wakeUser  = ^uint64(0) // user data of the wake-up poll
 )
 
 // Options configure Start.
@@ -145,7 +148,11 @@ func replayInit(ps *fuse.ProtocolServer, ki *fuse.InitIn) error {
 	return nil
 }
 
-// queue is one CPU's ring queue.
+// queue is one CPU's ring queue. Only its own thread submits to its
+// ring: the kernel hands a request to an idle entry in the context of
+// the thread that submitted the entry's last command (a task_work),
+// which must not be a thread that may itself wait for a request
+// (see Submitting in doc.go).
 type queue struct {
 	id, fd int
 	ps     *fuse.ProtocolServer
@@ -153,9 +160,11 @@ type queue struct {
 	rings  *Rings
 	ents   []*entry
 	r      *ring
+	wake   int // eventfd that other goroutines write to wake the queue's thread
 
-	mu      sync.Mutex // protects the submission queue (nextSQE) and pending
-	pending uint32     // commits queued by other goroutines, not yet submitted
+	mu      sync.Mutex // protects the submission queue (nextSQE), pending and stopped
+	pending uint32     // commands queued, not yet submitted
+	stopped bool       // the ring is closed
 }
 
 type entry struct {
@@ -173,7 +182,7 @@ func (q *queue) serve(ready chan<- error) {
 	if err != nil {
 		return
 	}
-	defer q.r.close()
+	defer q.close()
 	n := q.takePending()
 	for {
 		if err := q.r.enter(n, 1); err != nil {
@@ -183,6 +192,8 @@ func (q *queue) serve(ready chan<- error) {
 		stop := false
 		q.r.completions(func(user uint64, res int32) {
 			switch {
+			case user == wakeUser:
+				q.woken(res)
 			case res < 0:
 				if res != -int32(syscall.ENOTCONN) {
 					q.opts.Logf("fuseuring: queue %d: %v", q.id, syscall.Errno(-res))
@@ -199,15 +210,21 @@ func (q *queue) serve(ready chan<- error) {
 	}
 }
 
+// close closes the ring and the wake-up eventfd; later commits are
+// dropped (the kernel failed their requests when the mount went).
+func (q *queue) close() {
+	q.mu.Lock()
+	q.stopped = true
+	q.mu.Unlock()
+	q.r.close()
+	unix.Close(q.wake)
+}
+
 // takePending returns how many queued commands wait to be submitted,
 // and counts them as submitted.
 func (q *queue) takePending() uint32 {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.takePendingLocked()
-}
-
-func (q *queue) takePendingLocked() uint32 {
 	n := q.pending
 	q.pending = 0
 	return n
@@ -219,15 +236,21 @@ func (q *queue) register() error {
 	if err := unix.SchedSetaffinity(0, &set); err != nil {
 		return err
 	}
+	wake, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("eventfd: %w", err)
+	}
 	r, err := newRing(uint32(2 * q.opts.Depth))
 	if err != nil {
+		unix.Close(wake)
 		return err
 	}
-	q.r = r
+	q.r, q.wake = r, wake
+	q.armWakeLocked()
 	for i := 0; i < q.opts.Depth; i++ {
 		e, err := newEntry(q.opts.Payload)
 		if err != nil {
-			r.close()
+			q.close()
 			return err
 		}
 		q.ents = append(q.ents, e)
@@ -288,22 +311,54 @@ func (q *queue) answer(e *entry, user uint64) {
 }
 
 // commit answers the request in e and queues COMMIT_AND_FETCH; from
-// another goroutine than the queue's (async) it also submits it.
+// another goroutine than the queue's (async) it wakes the queue's
+// thread to submit it.
 func (q *queue) commit(e *entry, user uint64, async bool) {
 	c := serveEntry(q.ps, e)
 	q.rings.requests.Add(1)
 	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.stopped {
+		return
+	}
 	q.prepCmd(q.r.nextSQE(), cmdCommitAndFetch, user, c)
 	q.pending++
 	if async {
-		n := q.takePendingLocked()
-		err := q.r.enter(n, 0)
-		q.mu.Unlock()
-		if err != nil {
-			q.opts.Logf("fuseuring: queue %d: commit: %v", q.id, err)
-		}
-		return
+		q.wakeLocked()
 	}
+}
+
+// wakeLocked wakes the queue's thread: the poll of q.wake completes.
+// Needs mu (q.wake is open).
+func (q *queue) wakeLocked() {
+	one := [8]byte{1}
+	if _, err := unix.Write(q.wake, one[:]); err != nil && err != unix.EAGAIN {
+		q.opts.Logf("fuseuring: queue %d: wake: %v", q.id, err)
+	}
+}
+
+// armWakeLocked queues a poll of q.wake, whose completion wakes the
+// queue's thread. Needs mu, or no other goroutine yet.
+func (q *queue) armWakeLocked() {
+	sqe := q.r.nextSQE()
+	sqe[0] = opPollAdd
+	*(*int32)(unsafe.Pointer(&sqe[4])) = int32(q.wake)
+	*(*uint32)(unsafe.Pointer(&sqe[28])) = unix.POLLIN // poll32_events
+	*(*uint64)(unsafe.Pointer(&sqe[32])) = wakeUser
+	q.pending++
+}
+
+// woken handles the wake-up poll's completion, with result res, on the
+// queue's thread: it empties the eventfd and polls it again; the
+// commits queued meanwhile go with the next submission.
+func (q *queue) woken(res int32) {
+	if res < 0 {
+		q.opts.Logf("fuseuring: queue %d: wake-up poll: %v", q.id, syscall.Errno(-res))
+	}
+	var b [8]byte
+	unix.Read(q.wake, b[:])
+	q.mu.Lock()
+	q.armWakeLocked()
 	q.mu.Unlock()
 }
 
