@@ -44,8 +44,9 @@
 // # Transport
 //
 // Mount serves the kernel through go-fuse over /dev/fuse, or, with
-// MountOptions.URing (experimental), over FUSE over io_uring with a
-// queue per CPU (internal/fuseuring); both reach the same countingFS.
+// MountOptions.URing, over FUSE over io_uring with a queue per CPU
+// (internal/fuseuring), which cachefsd picks where the kernel has it on;
+// both reach the same countingFS.
 //
 // # Locks
 //

@@ -212,11 +212,16 @@ type Stats struct {
 	Events    EventStats
 	Writeback WritebackStats
 	Kernel    []KernelOp // FUSE requests by opcode
+	// URing: the mount is served over FUSE over io_uring
+	// (MountOptions.URing), and RingRequests of the requests came so.
+	URing        bool
+	RingRequests uint64
 }
 
 func (fs *FS) Stats() Stats {
 	st := Stats{Upstream: fs.up.Stats.Snapshot(), Nodes: fs.nodes.len(), Handles: fs.handles.len(),
-		Cache: fs.cache.Stats(), Events: fs.evStats.snapshot(), Kernel: fs.kops.snapshot()}
+		Cache: fs.cache.Stats(), Events: fs.evStats.snapshot(), Kernel: fs.kops.snapshot(),
+		URing: fs.rings != nil, RingRequests: fs.RingRequests()}
 	if fs.wb != nil {
 		st.Writeback = fs.wb.snapshot()
 	}

@@ -77,13 +77,13 @@ func writeFiles(t *testing.T, env *harness.Env, prefix string, n int) {
 	}
 }
 
-// readyFull waits until the staging files kept ready for creates are
-// all there.
+// readyFull makes the staging files kept ready for creates all there.
 func readyFull(t *testing.T, env *harness.Env) {
 	t.Helper()
-	eventually(t, "ready staging files made", func() bool {
-		return env.FS.Stats().Writeback.Ready == cachefs.ReadyTarget
-	})
+	env.FS.FillReady()
+	if n := env.FS.Stats().Writeback.Ready; n != cachefs.ReadyTarget {
+		t.Fatalf("%d staging files ready, want %d", n, cachefs.ReadyTarget)
+	}
 }
 
 // Staging files are reused, never freed: rounds of creates after the

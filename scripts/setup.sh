@@ -12,5 +12,12 @@ if [ ${#need[@]} -gt 0 ]; then
 	apt-get update -qq
 	apt-get install -y -qq "${need[@]}" >/dev/null
 fi
+# FUSE over io_uring (Linux 6.14+) is off until the fuse module's
+# enable_uring is on; cachefsd serves its mounts over it where it is
+# (cmd/cachefsd/uring.go), and the tests of that transport need it.
+p=/sys/module/fuse/parameters/enable_uring
+if [ -w "$p" ] && [ "$(cat "$p")" != Y ]; then
+	echo Y > "$p" || echo "setup: cannot turn on FUSE over io_uring; mounts use /dev/fuse"
+fi
 cd "$(dirname "$0")/.."
 go mod download

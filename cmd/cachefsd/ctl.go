@@ -135,6 +135,11 @@ func printStats(st *cachefs.Stats) {
 	fmt.Printf("host events: %d batches, %d events, %d overflows, %d actuated (%d failed); visibility p50 %v p90 %v p99 %v max %v\n",
 		e.Batches, e.Events, e.Overflows, e.Actuated, e.ActuateErrors, e.P50, e.P90, e.P99, e.P100)
 	printKernel(st.Kernel)
+	if st.URing {
+		fmt.Printf("transport: io_uring, %d requests over the rings\n", st.RingRequests)
+	} else {
+		fmt.Println("transport: /dev/fuse")
+	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "op\tcount\tp50\tp90\tp98\tp100\t")
 	for _, o := range u.Ops {
@@ -154,4 +159,5 @@ func printKernel(ops []cachefs.KernelOp) {
 		parts = append(parts, fmt.Sprintf("%s %d", strings.ToLower(o.Op), o.Count))
 	}
 	fmt.Printf("kernel requests %d: %s\n", total, strings.Join(parts, ", "))
+
 }

@@ -33,7 +33,7 @@ type guestFlags struct {
 	stateDir    string
 	secretFile  string
 	pprof       string
-	uring       bool
+	uring       string // auto, on or off (uring.go)
 }
 
 func (g *guestFlags) register(fl *flag.FlagSet) {
@@ -41,7 +41,7 @@ func (g *guestFlags) register(fl *flag.FlagSet) {
 	fl.StringVar(&g.defaultMode, "default-mode", "consistent", "mode of unregistered paths: consistent, cached or delegated")
 	fl.StringVar(&g.ctl, "ctl", defaultCtlSocket(), "control socket path")
 	fl.BoolVar(&g.debug, "debug", false, "log every FUSE request")
-	fl.BoolVar(&g.uring, "uring", false, "serve the kernel over FUSE over io_uring, a queue per CPU (experimental; needs /sys/module/fuse/parameters/enable_uring = Y)")
+	fl.StringVar(&g.uring, "uring", "auto", "serve the kernel over FUSE over io_uring, a queue per CPU: auto (where the kernel has it on), on (turn it on, or fail) or off (/dev/fuse)")
 	fl.DurationVar(&g.cacheTTL, "cache-ttl", 30*time.Second, "longest a cached subtree trusts metadata without news from the host")
 	fl.IntVar(&g.limits.DirBytes, "cache-dir-bytes", 64<<20, "bound on cached names and listings, bytes")
 	fl.IntVar(&g.limits.AttrBytes, "cache-attr-bytes", 16<<20, "bound on cached attributes, bytes")
@@ -133,7 +133,11 @@ func mount(args []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := cachefs.Mount(fs, fl.Arg(0), cachefs.MountOptions{Debug: g.debug, Name: addr, URing: g.uring})
+	uring, err := g.useURing()
+	if err != nil {
+		return err
+	}
+	srv, err := cachefs.Mount(fs, fl.Arg(0), cachefs.MountOptions{Debug: g.debug, Name: addr, URing: uring})
 	if err != nil {
 		return err
 	}
@@ -156,7 +160,11 @@ func local(args []string) error {
 	if err != nil {
 		return err
 	}
-	env, err := harness.Launch(g.localOptions(export, fl.Arg(0), pol, secret))
+	o := g.localOptions(export, fl.Arg(0), pol, secret)
+	if o.URing, err = g.useURing(); err != nil {
+		return err
+	}
+	env, err := harness.Launch(o)
 	if err != nil {
 		return err
 	}
@@ -172,7 +180,7 @@ func (g *guestFlags) localOptions(export, mnt string, pol *consistency.Policy, s
 	fo := g.options(nil, pol, mnt)
 	return harness.Options{Export: export, Mountpoint: mnt, FS: fo,
 		Server:    upstream.ServerOptions{Secret: secret, Unwatched: []string{fo.StateDir}},
-		LinkDelay: g.linkDelay, Debug: g.debug, URing: g.uring, Logf: log.Printf}
+		LinkDelay: g.linkDelay, Debug: g.debug, Logf: log.Printf}
 }
 
 // runGuest serves the control socket and waits until the mount ends,

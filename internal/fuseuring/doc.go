@@ -61,13 +61,16 @@
 // caller's pending signals and, when one is deliverable, interrupts the
 // request in the ProtocolServer, as the INTERRUPT would have.
 //
-// # Known problem
+// # Known limit
 //
 // A request a ring entry holds is not ended when the process exits, nor
 // by an abort through fusectl: a caller waiting for it keeps a process
-// that is both daemon and caller (cachefs's tests) from exiting. With
-// the server in the same process as its callers, a signalled blocking
-// lock sometimes never completed, and a close hung in FLUSH, until only
-// the queue's thread submitted (Submitting); see cachefs/uring_test.go
-// for the runs before and after. Still experimental.
+// that is both daemon and caller (cachefs's tests) from exiting. A
+// daemon of its own (cachefsd) that dies ends its callers' requests
+// with ECONNABORTED. With the server in the same process as its
+// callers, a signalled blocking lock sometimes never completed, and a
+// close hung in FLUSH, until only the queue's thread submitted
+// (Submitting); see cachefs/uring_test.go for the runs before and
+// after. cachefsd uses the rings by default where the kernel has them
+// on (cmd/cachefsd/uring.go).
 package fuseuring

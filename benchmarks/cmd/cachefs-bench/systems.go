@@ -45,23 +45,39 @@ var systems = []system{
 	cachefsSystem("cached", "50us", true),
 	cachefsSystem("delegated", "0", true),
 	cachefsSystem("delegated", "50us", true),
+	cachefsRingSystem("consistent", "50us"),
+	cachefsRingSystem("cached", "50us"),
+	cachefsRingSystem("delegated", "50us"),
 	{Name: "bindfs", About: "bindfs (libfuse, default options)", Tool: "bindfs", Default: true,
 		Args: []string{"-f", "--no-allow-other", "{export}", "{mnt}"}},
 	{Name: "sshfs", About: "sshfs to 127.0.0.1 (sshd started by the suite)", Tool: "sshfs", Default: true,
 		prepare: prepareSSH},
 }
 
+// cachefsSystem serves the kernel over /dev/fuse (--uring off), as
+// every cachefs system measured before io_uring did.
 func cachefsSystem(mode, delay string, def bool) system {
 	return system{
 		Name:      "cachefs-" + mode + "-" + delay,
-		About:     fmt.Sprintf("cachefsd local, --default-mode %s --link-delay %s", mode, delay),
+		About:     fmt.Sprintf("cachefsd local, --default-mode %s --link-delay %s --uring off", mode, delay),
 		Tool:      "cachefsd",
 		Default:   def,
 		Ctl:       true,
 		LinkDelay: delay,
 		Args: []string{"local", "--export", "{export}", "--ctl", "{ctl}",
-			"--link-delay", delay, "--default-mode", mode, "{mnt}"},
+			"--link-delay", delay, "--default-mode", mode, "--uring", "off", "{mnt}"},
 	}
+}
+
+// cachefsRingSystem serves it over FUSE over io_uring (--uring on, which
+// turns the fuse module's enable_uring on), the daemon's default where
+// the kernel has it on.
+func cachefsRingSystem(mode, delay string) system {
+	s := cachefsSystem(mode, delay, true)
+	s.Name += "-uring"
+	s.About = fmt.Sprintf("cachefsd local, --default-mode %s --link-delay %s --uring on", mode, delay)
+	s.Args[len(s.Args)-2] = "on"
+	return s
 }
 
 // quickSystems is the default set of --quick: the default systems that
