@@ -1,20 +1,18 @@
 package cachefs_test
 
 import (
-	"bufio"
 	"errors"
-	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/cachefs/cachefs/consistency"
 	"github.com/cachefs/cachefs/internal/harness"
+	"github.com/cachefs/cachefs/internal/posixtest"
 	"golang.org/x/sys/unix"
 )
 
@@ -85,17 +83,17 @@ func testLockInterrupted(t *testing.T, env *harness.Env, kind lockKind) {
 	if err := kind.lock(a, false); err != nil {
 		t.Fatalf("A's lock: %v", err)
 	}
-	err := interrupted(t, func() error { return kind.lock(b, true) }, func() bool { return hostWaiters(t, hostPath) > 0 })
+	err := interrupted(t, func() error { return kind.lock(b, true) }, func() bool { return posixtest.LockWaiters(t, hostPath) > 0 })
 	if !errors.Is(err, unix.EINTR) {
 		t.Fatalf("B's blocking lock after the signal: got %v, want EINTR", err)
 	}
-	if n := hostWaiters(t, hostPath); n != 0 {
+	if n := posixtest.LockWaiters(t, hostPath); n != 0 {
 		t.Errorf("B's lock returned EINTR, but %d lock requests still wait on the host", n)
 	}
 	if err := kind.unlock(a); err != nil {
 		t.Fatalf("A's unlock: %v", err)
 	}
-	waitFor(t, "no lock request waiting on the host", func() bool { return hostWaiters(t, hostPath) == 0 })
+	waitFor(t, "no lock request waiting on the host", func() bool { return posixtest.LockWaiters(t, hostPath) == 0 })
 	if err := kind.lock(c, false); err != nil {
 		t.Errorf("C's lock after A let go: %v (B's abandoned request took the lock on the host)", err)
 	}
@@ -119,13 +117,13 @@ func testLockRestarted(t *testing.T, env *harness.Env, kind lockKind) {
 	defer signal.Stop(sigs)
 	env.Kernel.Reset()
 	tid, done := onThread(func() error { return kind.lock(b, true) })
-	waitFor(t, "B's request waiting on the host", func() bool { return hostWaiters(t, hostPath) == 1 })
+	waitFor(t, "B's request waiting on the host", func() bool { return posixtest.LockWaiters(t, hostPath) == 1 })
 	if err := unix.Tgkill(os.Getpid(), tid, unix.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}
 	<-sigs
 	waitFor(t, "B's request sent again and waiting on the host", func() bool {
-		return env.Kernel.Count("SETLKW") >= 2 && hostWaiters(t, hostPath) == 1
+		return env.Kernel.Count("SETLKW") >= 2 && posixtest.LockWaiters(t, hostPath) == 1
 	})
 	select {
 	case err := <-done:
@@ -231,29 +229,6 @@ func rtSigaction(t *testing.T, sig unix.Signal, act *kernelSigaction) kernelSiga
 		t.Fatalf("rt_sigaction: %v", errno)
 	}
 	return old
-}
-
-// hostWaiters counts the lock requests blocked on the file at path, as
-// /proc/locks lists them ("->").
-func hostWaiters(t *testing.T, path string) int {
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		t.Fatal(err)
-	}
-	id := fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
-	f, err := os.Open("/proc/locks")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	n := 0
-	for sc := bufio.NewScanner(f); sc.Scan(); {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 6 && fields[1] == "->" && fields[6] == id {
-			n++
-		}
-	}
-	return n
 }
 
 // waitFor polls cond until it holds; it fails the test after a while.

@@ -1,16 +1,14 @@
 package upstream_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cachefs/cachefs/internal/posixtest"
 	"github.com/cachefs/cachefs/upstream"
 	"golang.org/x/sys/unix"
 )
@@ -34,10 +32,10 @@ func TestCancelBlockedLock(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- c.Call(ctx, upstream.OpSetlk, writeLock(waiter, 2, flock, true), &upstream.Empty{}) }()
-			waitUntil(t, "the lock request waits on the host", func() bool { return hostWaiters(t, hostFile) == 1 })
+			waitUntil(t, "the lock request waits on the host", func() bool { return posixtest.LockWaiters(t, hostFile) == 1 })
 			cancel()
 			wantErrno(t, "cancelled lock", waitErr(t, done), syscall.EINTR)
-			if n := hostWaiters(t, hostFile); n != 0 {
+			if n := posixtest.LockWaiters(t, hostFile); n != 0 {
 				t.Errorf("%d lock requests still wait on the host after the cancelled call returned", n)
 			}
 			must(t, c, upstream.OpSetlk, unlockOf(holder, 1, flock), &upstream.Empty{})
@@ -57,11 +55,11 @@ func TestCancelAfterReconnect(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Call(ctx, upstream.OpSetlk, lockWait(waiter), &upstream.Empty{}) }()
-	waitUntil(t, "the lock request waits on the host", func() bool { return hostWaiters(t, hostFile) == 1 })
+	waitUntil(t, "the lock request waits on the host", func() bool { return posixtest.LockWaiters(t, hostFile) == 1 })
 	c.Drop()
 	cancel()
 	wantErrno(t, "cancelled lock", waitErr(t, done), syscall.EINTR)
-	if n := hostWaiters(t, hostFile); n != 0 {
+	if n := posixtest.LockWaiters(t, hostFile); n != 0 {
 		t.Errorf("%d lock requests still wait on the host after the cancelled call returned", n)
 	}
 	must(t, c, upstream.OpSetlk, unlock(holder), &upstream.Empty{})
@@ -81,7 +79,7 @@ func TestCancelOlderHost(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Call(ctx, upstream.OpSetlk, writeLock(waiter, 2, false, true), &upstream.Empty{}) }()
-	waitUntil(t, "the lock request waits on the host", func() bool { return hostWaiters(t, hostFile) == 1 })
+	waitUntil(t, "the lock request waits on the host", func() bool { return posixtest.LockWaiters(t, hostFile) == 1 })
 	before := ts.srv.Stats().Requests
 	cancel()
 	wantErrno(t, "cancelled lock", waitErr(t, done), syscall.EINTR)
@@ -89,7 +87,7 @@ func TestCancelOlderHost(t *testing.T) {
 	if n := ts.srv.Stats().Requests - before; n != 1 {
 		t.Errorf("the host took %d requests after the caller gave up, want 1 (the ping): no cancel", n)
 	}
-	if n := hostWaiters(t, hostFile); n != 1 {
+	if n := posixtest.LockWaiters(t, hostFile); n != 1 {
 		t.Errorf("%d lock requests wait on the host, want the abandoned one", n)
 	}
 }
@@ -109,7 +107,7 @@ func TestCancelOnTheWire(t *testing.T) {
 		t.Fatalf("Write: %v", err)
 	}
 	waitUntil(t, "the lock request waits on the host", func() bool {
-		return hostWaiters(t, filepath.Join(ts.export, "locked")) == 1
+		return posixtest.LockWaiters(t, filepath.Join(ts.export, "locked")) == 1
 	})
 	if _, err := conn.Write(rawRequest(upstream.OpCancel, 1001, &upstream.CancelReq{ID: 1000})); err != nil {
 		t.Fatalf("Write: %v", err)
@@ -180,30 +178,6 @@ func waitErr(t *testing.T, done <-chan error) error {
 		t.Fatalf("the cancelled call still waits after %v", callTimeout)
 		return nil
 	}
-}
-
-// hostWaiters counts the lock requests blocked on the file at path, as
-// /proc/locks lists them ("->").
-func hostWaiters(t *testing.T, path string) int {
-	t.Helper()
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		t.Fatalf("Stat: %v", err)
-	}
-	id := fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
-	f, err := os.Open("/proc/locks")
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	defer f.Close()
-	n := 0
-	for sc := bufio.NewScanner(f); sc.Scan(); {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 6 && fields[1] == "->" && fields[6] == id {
-			n++
-		}
-	}
-	return n
 }
 
 // waitUntil polls cond until it holds, failing the test after
