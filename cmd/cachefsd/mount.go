@@ -41,7 +41,7 @@ func (g *guestFlags) register(fl *flag.FlagSet) {
 	fl.StringVar(&g.defaultMode, "default-mode", "consistent", "mode of unregistered paths: consistent, cached or delegated")
 	fl.StringVar(&g.ctl, "ctl", defaultCtlSocket(), "control socket path")
 	fl.BoolVar(&g.debug, "debug", false, "log every FUSE request")
-	fl.StringVar(&g.uring, "uring", "auto", "serve the kernel over FUSE over io_uring, a queue per CPU: auto (where the kernel has it on), on (turn it on, or fail) or off (/dev/fuse)")
+	fl.StringVar(&g.uring, "uring", "off", "serve the kernel over FUSE over io_uring, a queue per CPU: off (/dev/fuse), auto (where the kernel has it on) or on (turn it on, or fail); see uring.go for its limit")
 	fl.DurationVar(&g.cacheTTL, "cache-ttl", 30*time.Second, "longest a cached subtree trusts metadata without news from the host")
 	fl.IntVar(&g.limits.DirBytes, "cache-dir-bytes", 64<<20, "bound on cached names and listings, bytes")
 	fl.IntVar(&g.limits.AttrBytes, "cache-attr-bytes", 16<<20, "bound on cached attributes, bytes")

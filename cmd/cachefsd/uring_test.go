@@ -21,8 +21,8 @@ func TestURingFlagRefusesOthers(t *testing.T) {
 }
 
 // TestLocalTransports: --uring on serves the kernel over the rings (and
-// turns enable_uring on, as root), and so does the default, auto, once
-// it is on; --uring off serves it over /dev/fuse. The mount works either
+// turns enable_uring on, as root), and so does auto once it is on;
+// --uring off, the default, serves it over /dev/fuse. The mount works either
 // way, and ctl stats says which.
 func TestLocalTransports(t *testing.T) {
 	old, err := os.ReadFile(enableURing)
@@ -33,7 +33,7 @@ func TestLocalTransports(t *testing.T) {
 	for _, tt := range []struct {
 		flags []string
 		ring  bool
-	}{{[]string{"--uring", "on"}, true}, {nil, true}, {[]string{"--uring", "off"}, false}} {
+	}{{[]string{"--uring", "on"}, true}, {[]string{"--uring", "auto"}, true}, {nil, false}} {
 		t.Run(strings.Join(append([]string{"flags"}, tt.flags...), "_"), func(t *testing.T) {
 			p := newPaths(t)
 			startGuest(t, "local", p.mnt, p.ctl, append([]string{"local", "--export", p.export}, tt.flags...)...)

@@ -71,6 +71,8 @@
 // callers, a signalled blocking lock sometimes never completed, and a
 // close hung in FLUSH, until only the queue's thread submitted
 // (Submitting); see cachefs/uring_test.go for the runs before and
-// after. cachefsd uses the rings by default where the kernel has them
-// on (cmd/cachefsd/uring.go).
+// after. A queue's thread answers one request after the other, so a
+// request that waits long holds up the ones behind it from that CPU;
+// only blocking locks are answered off it. cachefsd serves over the
+// rings when asked (--uring, cmd/cachefsd/uring.go).
 package fuseuring

@@ -54,8 +54,8 @@ var systems = []system{
 		prepare: prepareSSH},
 }
 
-// cachefsSystem serves the kernel over /dev/fuse (--uring off), as
-// every cachefs system measured before io_uring did.
+// cachefsSystem serves the kernel over /dev/fuse (--uring off, the
+// daemon's default).
 func cachefsSystem(mode, delay string, def bool) system {
 	return system{
 		Name:      "cachefs-" + mode + "-" + delay,
@@ -70,8 +70,7 @@ func cachefsSystem(mode, delay string, def bool) system {
 }
 
 // cachefsRingSystem serves it over FUSE over io_uring (--uring on, which
-// turns the fuse module's enable_uring on), the daemon's default where
-// the kernel has it on.
+// turns the fuse module's enable_uring on).
 func cachefsRingSystem(mode, delay string) system {
 	s := cachefsSystem(mode, delay, true)
 	s.Name += "-uring"
