@@ -1,6 +1,10 @@
 package cachefs
 
-import "github.com/cachefs/cachefs/upstream"
+import (
+	"time"
+
+	"github.com/cachefs/cachefs/upstream"
+)
 
 // InjectEvents applies a batch as if the host had sent it.
 func (fs *FS) InjectEvents(b *upstream.EventBatch) { fs.onEvents(b) }
@@ -47,8 +51,12 @@ func (fs *FS) SetJournalCrashHook(f func()) {
 	fs.wb.crashAt = f
 }
 
-// FillReady makes every staging file kept ready for creates, now.
+// FillReady makes every staging file kept ready for creates, and waits
+// for those being made.
 func (fs *FS) FillReady() {
-	for fs.wb.readyOne() {
+	for deadline := time.Now().Add(5 * time.Second); fs.Stats().Writeback.Ready < readyTarget && time.Now().Before(deadline); {
+		if !fs.wb.readyOne() {
+			time.Sleep(time.Millisecond) // another is making one
+		}
 	}
 }

@@ -62,15 +62,17 @@ func (w *writeback) keepReady() {
 // state directory: creates then make their own and report it).
 func (w *writeback) readyOne() bool {
 	w.mu.Lock()
-	if w.closed || len(w.ready) >= readyTarget {
+	if w.closed || len(w.ready)+w.readying >= readyTarget {
 		w.mu.Unlock()
 		return false
 	}
 	name, spare := w.takeSpareLocked()
+	w.readying++ // a slot, so that callers at once make no more than readyTarget
 	w.mu.Unlock()
 	f, err := openPlain(filepath.Join(w.dir, name), unix.O_RDWR|unix.O_CREAT, 0600)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.readying--
 	switch {
 	case err != nil:
 		if spare {

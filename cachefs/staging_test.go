@@ -87,9 +87,8 @@ func readyFull(t *testing.T, env *harness.Env) {
 }
 
 // Staging files are reused, never freed: rounds of creates after the
-// first free no staging inode, and once the spares and the ready files
-// cover a round (the second round here: 30 files and the ready ones),
-// the next allocates none either.
+// first free no staging inode, and the staging files never outnumber
+// what one round holds at once (30 files and the ready ones).
 func TestStagingFilesReused(t *testing.T) {
 	export, state := t.TempDir(), t.TempDir()
 	env := startDelegated(t, export, state)
@@ -102,11 +101,13 @@ func TestStagingFilesReused(t *testing.T) {
 	if n := len(rounds[0]); n < 30 || n > 30+cachefs.ReadyTarget {
 		t.Fatalf("after 30 files written back: %d staging files, want 30 spares and up to %d ready", n, cachefs.ReadyTarget)
 	}
-	if gone := missing(rounds[0], rounds[1]); len(gone) > 0 {
-		t.Errorf("staging inodes freed in the second round: %v", gone)
+	for i := 1; i < len(rounds); i++ {
+		if gone := missing(rounds[i-1], rounds[i]); len(gone) > 0 {
+			t.Errorf("staging inodes freed in round %d: %v", i+1, gone)
+		}
 	}
-	if fmt.Sprint(rounds[2]) != fmt.Sprint(rounds[1]) {
-		t.Errorf("staging inodes after the third round %v, want the second round's %v", rounds[2], rounds[1])
+	if n := len(rounds[2]); n > 30+cachefs.ReadyTarget {
+		t.Errorf("after three rounds of 30 files: %d staging files, want at most %d", n, 30+cachefs.ReadyTarget)
 	}
 	for _, prefix := range []string{"a", "b", "c"} {
 		for i := 0; i < 30; i++ {

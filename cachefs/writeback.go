@@ -83,6 +83,7 @@ type writeback struct {
 	nextFile uint64         // staging files are named data/N, N <= nextFile
 	spare    []string       // emptied staging files kept for reuse (staging.go)
 	ready    []readyFile    // empty staging files open for creates (staging_ready.go)
+	readying int            // ready files being made now
 	replayed map[string]int // records replayed from the journal per staging file
 	stats    WritebackStats
 	closed   bool
