@@ -52,40 +52,14 @@ func main() {
 	fs.report(os.Stdout)
 }
 
-// mount mounts fs at dir as fuse-rtt does.
+// mount mounts fs at dir with cachefs's kernel options, so that the
+// kernel asks what it asks of cachefs, over either transport.
 func mount(fs *floorFS, dir string, useRing bool) (*fuse.Server, error) {
-	// cachefs's kernel options, so that the kernel asks what it asks
-	// of cachefs.
 	opts := &fuse.MountOptions{DirectMount: true, FsName: "fuse-floor", Name: "fuse-floor",
 		Options: []string{"default_permissions"}, MaxWrite: 1 << 20, MaxReadAhead: 1 << 20,
 		MaxBackground: 64, EnableLocks: true,
 		ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_ATOMIC_O_TRUNC}
-	var before map[int]bool
-	if useRing {
-		if err := fuseuring.Supported(); err != nil {
-			return nil, err
-		}
-		opts.ExtraCapabilities = fuse.CAP_OVER_IO_URING
-		before = fuseuring.FDs()
-	}
-	srv, err := fuse.NewServer(fs, dir, opts)
-	if err != nil {
-		return nil, err
-	}
-	go srv.Serve()
-	if useRing {
-		fd := fuseuring.NewFD(before)
-		if fd < 0 {
-			srv.Unmount()
-			return nil, fmt.Errorf("no new /dev/fuse descriptor")
-		}
-		ps := fuse.NewProtocolServer(fs, opts)
-		if _, err := fuseuring.Start(fd, srv.KernelSettings(), ps, fuseuring.Options{Logf: log.Printf}); err != nil {
-			srv.Unmount()
-			return nil, err
-		}
-	}
-	return srv, srv.WaitMount()
+	return fuseuring.Mount(fs, dir, opts, useRing, fuseuring.Options{Logf: log.Printf})
 }
 
 func (fs *floorFS) report(w *os.File) {

@@ -84,35 +84,10 @@ func transport(useRing bool) string {
 	return "/dev/fuse"
 }
 
-// mount mounts fs at dir; with useRing it asks for FUSE-over-io_uring
-// and registers the rings before the first request, which the kernel
-// holds until every CPU's queue has an entry.
+// mount mounts fs at dir, over the rings with useRing.
 func mount(fs fuse.RawFileSystem, dir string, useRing bool) (*fuse.Server, error) {
 	opts := &fuse.MountOptions{DirectMount: true, FsName: "fuse-rtt", Name: "fuse-rtt"}
-	var before map[int]bool
-	if useRing {
-		if err := fuseuring.Supported(); err != nil {
-			return nil, err
-		}
-		opts.ExtraCapabilities = fuse.CAP_OVER_IO_URING
-		before = fuseuring.FDs()
-	}
-	srv, err := fuse.NewServer(fs, dir, opts) // answers INIT before it returns
-	if err != nil {
-		return nil, err
-	}
-	go srv.Serve()
-	if useRing {
-		if err := startRings(srv, fs, opts, before); err != nil {
-			srv.Unmount()
-			return nil, err
-		}
-	}
-	if err := srv.WaitMount(); err != nil {
-		srv.Unmount()
-		return nil, err
-	}
-	return srv, nil
+	return fuseuring.Mount(fs, dir, opts, useRing, fuseuring.Options{Logf: log.Printf})
 }
 
 // measure times n getxattr calls on dir, sorted.
@@ -134,15 +109,4 @@ func mean(lat []time.Duration) time.Duration {
 		sum += l
 	}
 	return sum / time.Duration(len(lat))
-}
-
-// startRings serves the mount srv made over the rings: its /dev/fuse
-// descriptor is the one new since before.
-func startRings(srv *fuse.Server, fs fuse.RawFileSystem, opts *fuse.MountOptions, before map[int]bool) error {
-	fd := fuseuring.NewFD(before)
-	if fd < 0 {
-		return fmt.Errorf("no new /dev/fuse descriptor")
-	}
-	_, err := fuseuring.Start(fd, srv.KernelSettings(), fuse.NewProtocolServer(fs, opts), fuseuring.Options{Logf: log.Printf})
-	return err
 }
