@@ -20,13 +20,7 @@ import (
 // handler does not restart system calls fails with EINTR and leaves no
 // lock and no wait behind on the host, for POSIX (OFD) locks and flock.
 func TestLockInterrupted(t *testing.T) {
-	for _, kind := range lockKinds {
-		t.Run(kind.name, func(t *testing.T) {
-			env := harness.Start(t, harness.Options{})
-			env.FS.Register("", consistency.Consistent)
-			testLockInterrupted(t, env, kind)
-		})
-	}
+	eachLockKind(t, harness.Options{}, testLockInterrupted)
 }
 
 // TestLockRestarted: a blocking lock interrupted by a signal whose
@@ -34,11 +28,17 @@ func TestLockInterrupted(t *testing.T) {
 // its own) is asked of the host again and waits on: it takes the lock
 // once the holder lets go.
 func TestLockRestarted(t *testing.T) {
+	eachLockKind(t, harness.Options{}, testLockRestarted)
+}
+
+// eachLockKind runs test, as a subtest per lock kind, on a mount started
+// with o whose whole tree is consistent.
+func eachLockKind(t *testing.T, o harness.Options, test func(*testing.T, *harness.Env, lockKind)) {
 	for _, kind := range lockKinds {
 		t.Run(kind.name, func(t *testing.T) {
-			env := harness.Start(t, harness.Options{})
+			env := harness.Start(t, o)
 			env.FS.Register("", consistency.Consistent)
-			testLockRestarted(t, env, kind)
+			test(t, env, kind)
 		})
 	}
 }
@@ -69,20 +69,28 @@ var lockKinds = []lockKind{
 	}, func(f *os.File) error { return unix.Flock(int(f.Fd()), unix.LOCK_UN) }},
 }
 
+// lockedByA makes the file "locked" on the host and opens it three times
+// through the mount, A, B and C; A takes the lock.
+func lockedByA(t *testing.T, env *harness.Env, kind lockKind) (hostPath string, a, b, c *os.File) {
+	t.Helper()
+	hostPath = filepath.Join(env.Export, "locked")
+	if err := os.WriteFile(hostPath, make([]byte, 100), 0644); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(env.Mountpoint, "locked")
+	a, b, c = openRW(t, p), openRW(t, p), openRW(t, p)
+	if err := kind.lock(a, false); err != nil {
+		t.Fatalf("A's lock: %v", err)
+	}
+	return hostPath, a, b, c
+}
+
 // testLockInterrupted: A holds the lock; B, another open, blocks on the
 // host until a signal interrupts it; when B's call has returned EINTR
 // the host no longer waits for B; A lets go; then C, a third open,
 // takes the lock without waiting.
 func testLockInterrupted(t *testing.T, env *harness.Env, kind lockKind) {
-	hostPath := filepath.Join(env.Export, "locked")
-	if err := os.WriteFile(hostPath, make([]byte, 100), 0644); err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(env.Mountpoint, "locked")
-	a, b, c := openRW(t, p), openRW(t, p), openRW(t, p)
-	if err := kind.lock(a, false); err != nil {
-		t.Fatalf("A's lock: %v", err)
-	}
+	hostPath, a, b, c := lockedByA(t, env, kind)
 	err := interrupted(t, func() error { return kind.lock(b, true) }, func() bool { return posixtest.LockWaiters(t, hostPath) > 0 })
 	if !errors.Is(err, unix.EINTR) {
 		t.Fatalf("B's blocking lock after the signal: got %v, want EINTR", err)
@@ -103,15 +111,7 @@ func testLockInterrupted(t *testing.T, env *harness.Env, kind lockKind) {
 // signal interrupts it, the kernel sends its request again, and it
 // waits on the host again; A lets go; B gets the lock, so C does not.
 func testLockRestarted(t *testing.T, env *harness.Env, kind lockKind) {
-	hostPath := filepath.Join(env.Export, "locked")
-	if err := os.WriteFile(hostPath, make([]byte, 100), 0644); err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(env.Mountpoint, "locked")
-	a, b, c := openRW(t, p), openRW(t, p), openRW(t, p)
-	if err := kind.lock(a, false); err != nil {
-		t.Fatalf("A's lock: %v", err)
-	}
+	hostPath, a, b, c := lockedByA(t, env, kind)
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, unix.SIGUSR1)
 	defer signal.Stop(sigs)

@@ -130,23 +130,11 @@ func TestURingLockInterrupted(t *testing.T) {
 // the host's wait ends with the caller's.
 func TestURingLockInterruptedNoRestart(t *testing.T) {
 	requireURingTests(t)
-	for _, kind := range lockKinds {
-		t.Run(kind.name, func(t *testing.T) {
-			env := harness.Start(t, harness.Options{URing: true})
-			env.FS.Register("", consistency.Consistent)
-			testLockInterrupted(t, env, kind)
-		})
-	}
+	eachLockKind(t, harness.Options{URing: true}, testLockInterrupted)
 }
 
 // TestURingLockRestarted is TestLockRestarted over the rings.
 func TestURingLockRestarted(t *testing.T) {
 	requireURingTests(t)
-	for _, kind := range lockKinds {
-		t.Run(kind.name, func(t *testing.T) {
-			env := harness.Start(t, harness.Options{URing: true})
-			env.FS.Register("", consistency.Consistent)
-			testLockRestarted(t, env, kind)
-		})
-	}
+	eachLockKind(t, harness.Options{URing: true}, testLockRestarted)
 }
