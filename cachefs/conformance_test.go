@@ -38,17 +38,36 @@ func TestConformance(t *testing.T) {
 	}
 }
 
+// TestConformanceConnections runs the suite on each mode's own kernel
+// connection: the mount's root registered through the Guest, which binds
+// that mode's view over it.
+func TestConformanceConnections(t *testing.T) {
+	for _, m := range []consistency.Mode{consistency.Cached, consistency.Consistent} {
+		t.Run(m.String(), func(t *testing.T) {
+			env := harness.Start(t, harness.Options{})
+			if _, err := env.Guest.Register("", m); err != nil {
+				t.Fatalf("Register: %v", err)
+			}
+			runSuiteIn(t, env.Mountpoint, "conn-"+m.String())
+		})
+	}
+}
+
 // runModeSuite runs the suite under env's mount with its root in mode m,
 // each test in a directory of its own.
 func runModeSuite(t *testing.T, env *harness.Env, m consistency.Mode) {
-	mnt := env.Mountpoint
 	env.FS.Register("", m)
+	runSuiteIn(t, env.Mountpoint, m.String())
+}
+
+// runSuiteIn runs the suite under mnt, the knownBugs of mode applying.
+func runSuiteIn(t *testing.T, mnt, mode string) {
 	var st unix.Stat_t
 	if err := unix.Stat(mnt, &st); err != nil {
 		t.Fatalf("Stat mountpoint: %v", err)
 	}
 	runSuite(t, func(t *testing.T, name string) string {
-		if why, ok := knownBug(m.String(), name); ok {
+		if why, ok := knownBug(mode, name); ok {
 			t.Skip("cachefs bug: " + why)
 		}
 		watchdog(t, st.Dev)

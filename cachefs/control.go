@@ -38,10 +38,11 @@ type CtlResponse struct {
 
 // ServeControl answers control requests on l until it is closed.
 func (fs *FS) ServeControl(l net.Listener) error {
-	return upstream.AcceptLoop(l, fs.serveControlConn)
+	return upstream.AcceptLoop(l, func(c net.Conn) { serveControlConn(c, fs.control) })
 }
 
-func (fs *FS) serveControlConn(c net.Conn) {
+// serveControlConn answers the requests of one control connection.
+func serveControlConn(c net.Conn, control func(*CtlRequest, *CtlResponse) error) {
 	defer c.Close()
 	sc := bufio.NewScanner(c)
 	enc := json.NewEncoder(c)
@@ -50,7 +51,7 @@ func (fs *FS) serveControlConn(c net.Conn) {
 		var resp CtlResponse
 		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
 			resp.Error = "bad request: " + err.Error()
-		} else if err := fs.control(&req, &resp); err != nil {
+		} else if err := control(&req, &resp); err != nil {
 			resp.Error = err.Error()
 		}
 		if enc.Encode(&resp) != nil {

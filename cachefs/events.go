@@ -18,6 +18,9 @@ import (
 // EventStats count host events and how late they became visible.
 type EventStats struct {
 	Batches, Events, Overflows, Actuated, ActuateErrors uint64
+	// PeerChanges counts changes the guest made through its other
+	// connections, applied here as events are.
+	PeerChanges uint64
 	// ActuateDropped counts inotify events not raised because the guest
 	// fell behind: caches were invalidated all the same.
 	ActuateDropped uint64
@@ -64,8 +67,10 @@ func (es *eventStats) snapshot() EventStats {
 	return s
 }
 
-// onEvents applies a batch of host events.
-func (fs *FS) onEvents(b *upstream.EventBatch) {
+// absorb applies a batch of events: from the host (counted, with their
+// latency), or the guest's own changes made through another connection.
+// The caller acknowledges host batches.
+func (fs *FS) absorb(b *upstream.EventBatch, host bool) {
 	epoch := fs.up.Epoch()
 	var inv invalidations
 	var acts []actuation
@@ -84,8 +89,11 @@ func (fs *FS) onEvents(b *upstream.EventBatch) {
 	} else {
 		fs.notifyKernel(inv.ids, inv.names)
 	}
-	fs.evStats.batch(len(b.Events), time.Since(time.Unix(0, b.Time)))
-	fs.rpc(upstream.OpAck, &upstream.AckReq{Seq: b.Seq}, &upstream.Empty{})
+	if host {
+		fs.evStats.batch(len(b.Events), time.Since(time.Unix(0, b.Time)))
+	} else {
+		fs.evStats.add(func(s *EventStats) { s.PeerChanges += uint64(len(b.Events)) })
+	}
 	fs.queueActuations(pairMoves(acts), epoch)
 }
 

@@ -7,7 +7,7 @@ import (
 )
 
 // InjectEvents applies a batch as if the host had sent it.
-func (fs *FS) InjectEvents(b *upstream.EventBatch) { fs.onEvents(b) }
+func (fs *FS) InjectEvents(b *upstream.EventBatch) { fs.set.onEvents(b) }
 
 // HoldWriteback stops or restarts sending delegated changes to the host.
 func (fs *FS) HoldWriteback(on bool) { fs.wb.hold(on) }

@@ -66,6 +66,8 @@ type FS struct {
 	wb         *writeback       // nil without a state directory
 	ttl        time.Duration    // immutable
 	rings      *fuseuring.Rings // set by Mount before the first request; nil without URing
+	set        *connSet         // immutable: the connections sharing fs.up
+	expirer    expirer          // set up by Mount (notify_expire.go)
 
 	mu     sync.Mutex // protects server
 	server *fuse.Server
@@ -73,7 +75,19 @@ type FS struct {
 
 // New returns the filesystem for a connected client. Changes a previous
 // daemon journaled in StateDir are written back before it returns.
-func New(opts Options) (*FS, error) {
+func New(opts Options) (*FS, error) { return newFS(opts, nil) }
+
+// newPeer returns the file system of another kernel connection of fs's
+// daemon (peers.go): the same upstream session and events, nodes and
+// caches of its own, no write-back.
+func (fs *FS) newPeer(o Options) (*FS, error) {
+	o.Client, o.Logf, o.StateDir = fs.up, fs.opts.Logf, ""
+	return newFS(o, fs.set)
+}
+
+// newFS makes a file system, the first of a new connection set or one
+// more of set.
+func newFS(opts Options, set *connSet) (*FS, error) {
 	if opts.Logf == nil {
 		opts.Logf = log.Printf
 	}
@@ -81,7 +95,7 @@ func New(opts Options) (*FS, error) {
 		opts.Policy = consistency.NewPolicy(consistency.Consistent)
 	}
 	h := opts.Client.Hello()
-	fs := &FS{RawFileSystem: fuse.NewDefaultRawFileSystem(), opts: opts, up: opts.Client,
+	fs := &FS{RawFileSystem: fuse.NewDefaultRawFileSystem(), opts: opts, up: opts.Client, expirer: expirer{fd: -1},
 		nodes: newNodeTable(h.Root.Node, opts.Client.Epoch()), handles: newHandleTable(),
 		policy: opts.Policy}
 	if opts.CacheTTL == 0 {
@@ -99,7 +113,11 @@ func New(opts Options) (*FS, error) {
 		fs.actStop, fs.actDone = make(chan struct{}), make(chan struct{})
 		go fs.runActuations()
 	}
-	opts.Client.HandleEvents(fs.onEvents, fs.onSession)
+	if fs.set = set; set == nil {
+		fs.set = newConnSet(fs)
+	} else {
+		set.add(fs)
+	}
 	if opts.StateDir != "" {
 		wb, err := newWriteback(fs, opts.StateDir, opts.WritebackLimits)
 		if err != nil {
@@ -158,9 +176,21 @@ func (fs *FS) status(err error) fuse.Status {
 }
 
 // rpc is fs.up.Call without a deadline of the caller's.
+// A change it made reaches the daemon's other connections before it
+// returns (peers.go).
 func (fs *FS) rpc(op upstream.Op, req, resp any) error {
-	return fs.up.Call(context.Background(), op, req, resp)
+	err := fs.up.Call(context.Background(), op, req, resp)
+	if err == nil && changes[op] {
+		fs.ownChange(op, req)
+	}
+	return err
 }
+
+// changes are the ops that change the host's tree or attributes.
+var changes = map[upstream.Op]bool{upstream.OpSetattr: true, upstream.OpSetxattr: true,
+	upstream.OpRemovexattr: true, upstream.OpCreate: true, upstream.OpMknod: true, upstream.OpMkdir: true,
+	upstream.OpSymlink: true, upstream.OpLink: true, upstream.OpUnlink: true, upstream.OpRmdir: true,
+	upstream.OpRename: true}
 
 // upID returns n's host id in epoch, looking it up again through its
 // parent if the host session changed since it was found.
@@ -216,6 +246,9 @@ type Stats struct {
 	// (MountOptions.URing), and RingRequests of the requests came so.
 	URing        bool
 	RingRequests uint64
+	// Cached is the cached mode's own connection (a Guest's), once it
+	// exists.
+	Cached *Stats `json:",omitempty"`
 }
 
 func (fs *FS) Stats() Stats {
@@ -231,7 +264,10 @@ func (fs *FS) Stats() Stats {
 // Destroy stops background work.
 func (fs *FS) OnUnmount() {
 	fs.forgets.close()
-	fs.opts.Client.HandleEvents(nil, nil)
+	fs.expirer.close()
+	if fs.set.remove(fs) == 0 {
+		fs.opts.Client.HandleEvents(nil, nil)
+	}
 	if fs.act != nil {
 		close(fs.actStop)
 		<-fs.actDone

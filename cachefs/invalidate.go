@@ -40,7 +40,9 @@ func (fs *FS) notifyKernel(ids []uint64, names []kernelName) {
 		srv.InodeNotify(id, 0, 0)
 	}
 	for _, kn := range names {
-		srv.EntryNotify(kn.parent, kn.name)
+		if !fs.expirer.expire(kn.parent, kn.name) {
+			srv.EntryNotify(kn.parent, kn.name)
+		}
 	}
 }
 

@@ -119,195 +119,199 @@ func (c *kernelCounts) snapshot() []KernelOp {
 	return ops
 }
 
-// countingFS is what the kernel mount serves: fs, counting requests.
-type countingFS struct{ *FS }
+// countingFS is what a kernel connection serves: the connection's file
+// system, counting its requests in k.
+type countingFS struct {
+	fuse.RawFileSystem
+	k *kernelCounts
+}
 
 func (c countingFS) Lookup(cancel <-chan struct{}, header *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
-	c.kops[kLookup].Add(1)
-	return c.FS.Lookup(cancel, header, name, out)
+	c.k[kLookup].Add(1)
+	return c.RawFileSystem.Lookup(cancel, header, name, out)
 }
 
 func (c countingFS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
-	c.kops[kGetAttr].Add(1)
-	return c.FS.GetAttr(cancel, in, out)
+	c.k[kGetAttr].Add(1)
+	return c.RawFileSystem.GetAttr(cancel, in, out)
 }
 
 func (c countingFS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
-	c.kops[kSetAttr].Add(1)
-	return c.FS.SetAttr(cancel, in, out)
+	c.k[kSetAttr].Add(1)
+	return c.RawFileSystem.SetAttr(cancel, in, out)
 }
 
 func (c countingFS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
-	c.kops[kMknod].Add(1)
-	return c.FS.Mknod(cancel, in, name, out)
+	c.k[kMknod].Add(1)
+	return c.RawFileSystem.Mknod(cancel, in, name, out)
 }
 
 func (c countingFS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
-	c.kops[kMkdir].Add(1)
-	return c.FS.Mkdir(cancel, in, name, out)
+	c.k[kMkdir].Add(1)
+	return c.RawFileSystem.Mkdir(cancel, in, name, out)
 }
 
 func (c countingFS) Unlink(cancel <-chan struct{}, header *fuse.InHeader, name string) fuse.Status {
-	c.kops[kUnlink].Add(1)
-	return c.FS.Unlink(cancel, header, name)
+	c.k[kUnlink].Add(1)
+	return c.RawFileSystem.Unlink(cancel, header, name)
 }
 
 func (c countingFS) Rmdir(cancel <-chan struct{}, header *fuse.InHeader, name string) fuse.Status {
-	c.kops[kRmdir].Add(1)
-	return c.FS.Rmdir(cancel, header, name)
+	c.k[kRmdir].Add(1)
+	return c.RawFileSystem.Rmdir(cancel, header, name)
 }
 
 func (c countingFS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
-	c.kops[kRename].Add(1)
-	return c.FS.Rename(cancel, in, oldName, newName)
+	c.k[kRename].Add(1)
+	return c.RawFileSystem.Rename(cancel, in, oldName, newName)
 }
 
 func (c countingFS) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
-	c.kops[kLink].Add(1)
-	return c.FS.Link(cancel, in, name, out)
+	c.k[kLink].Add(1)
+	return c.RawFileSystem.Link(cancel, in, name, out)
 }
 
 func (c countingFS) Symlink(cancel <-chan struct{}, header *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
-	c.kops[kSymlink].Add(1)
-	return c.FS.Symlink(cancel, header, target, name, out)
+	c.k[kSymlink].Add(1)
+	return c.RawFileSystem.Symlink(cancel, header, target, name, out)
 }
 
 func (c countingFS) Readlink(cancel <-chan struct{}, header *fuse.InHeader) ([]byte, fuse.Status) {
-	c.kops[kReadlink].Add(1)
-	return c.FS.Readlink(cancel, header)
+	c.k[kReadlink].Add(1)
+	return c.RawFileSystem.Readlink(cancel, header)
 }
 
 func (c countingFS) Access(cancel <-chan struct{}, in *fuse.AccessIn) fuse.Status {
-	c.kops[kAccess].Add(1)
-	return c.FS.Access(cancel, in)
+	c.k[kAccess].Add(1)
+	return c.RawFileSystem.Access(cancel, in)
 }
 
 func (c countingFS) GetXAttr(cancel <-chan struct{}, header *fuse.InHeader, attr string, dest []byte) (uint32, fuse.Status) {
-	c.kops[kGetXAttr].Add(1)
-	return c.FS.GetXAttr(cancel, header, attr, dest)
+	c.k[kGetXAttr].Add(1)
+	return c.RawFileSystem.GetXAttr(cancel, header, attr, dest)
 }
 
 func (c countingFS) ListXAttr(cancel <-chan struct{}, header *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
-	c.kops[kListXAttr].Add(1)
-	return c.FS.ListXAttr(cancel, header, dest)
+	c.k[kListXAttr].Add(1)
+	return c.RawFileSystem.ListXAttr(cancel, header, dest)
 }
 
 func (c countingFS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string, data []byte) fuse.Status {
-	c.kops[kSetXAttr].Add(1)
-	return c.FS.SetXAttr(cancel, in, attr, data)
+	c.k[kSetXAttr].Add(1)
+	return c.RawFileSystem.SetXAttr(cancel, in, attr, data)
 }
 
 func (c countingFS) RemoveXAttr(cancel <-chan struct{}, header *fuse.InHeader, attr string) fuse.Status {
-	c.kops[kRemoveXAttr].Add(1)
-	return c.FS.RemoveXAttr(cancel, header, attr)
+	c.k[kRemoveXAttr].Add(1)
+	return c.RawFileSystem.RemoveXAttr(cancel, header, attr)
 }
 
 func (c countingFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
-	c.kops[kCreate].Add(1)
-	return c.FS.Create(cancel, in, name, out)
+	c.k[kCreate].Add(1)
+	return c.RawFileSystem.Create(cancel, in, name, out)
 }
 
 func (c countingFS) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
-	c.kops[kTmpfile].Add(1)
-	return c.FS.Tmpfile(cancel, in, out)
+	c.k[kTmpfile].Add(1)
+	return c.RawFileSystem.Tmpfile(cancel, in, out)
 }
 
 func (c countingFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	c.kops[kOpen].Add(1)
-	return c.FS.Open(cancel, in, out)
+	c.k[kOpen].Add(1)
+	return c.RawFileSystem.Open(cancel, in, out)
 }
 
 func (c countingFS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
-	c.kops[kRead].Add(1)
-	return c.FS.Read(cancel, in, buf)
+	c.k[kRead].Add(1)
+	return c.RawFileSystem.Read(cancel, in, buf)
 }
 
 func (c countingFS) Lseek(cancel <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Status {
-	c.kops[kLseek].Add(1)
-	return c.FS.Lseek(cancel, in, out)
+	c.k[kLseek].Add(1)
+	return c.RawFileSystem.Lseek(cancel, in, out)
 }
 
 func (c countingFS) GetLk(cancel <-chan struct{}, in *fuse.LkIn, out *fuse.LkOut) fuse.Status {
-	c.kops[kGetLk].Add(1)
-	return c.FS.GetLk(cancel, in, out)
+	c.k[kGetLk].Add(1)
+	return c.RawFileSystem.GetLk(cancel, in, out)
 }
 
 func (c countingFS) SetLk(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status {
-	c.kops[kSetLk].Add(1)
-	return c.FS.SetLk(cancel, in)
+	c.k[kSetLk].Add(1)
+	return c.RawFileSystem.SetLk(cancel, in)
 }
 
 func (c countingFS) SetLkw(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status {
-	c.kops[kSetLkw].Add(1)
-	return c.FS.SetLkw(cancel, in)
+	c.k[kSetLkw].Add(1)
+	return c.RawFileSystem.SetLkw(cancel, in)
 }
 
 func (c countingFS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
-	c.kops[kRelease].Add(1)
-	c.FS.Release(cancel, in)
+	c.k[kRelease].Add(1)
+	c.RawFileSystem.Release(cancel, in)
 }
 
 func (c countingFS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
-	c.kops[kWrite].Add(1)
-	return c.FS.Write(cancel, in, data)
+	c.k[kWrite].Add(1)
+	return c.RawFileSystem.Write(cancel, in, data)
 }
 
 func (c countingFS) CopyFileRange(cancel <-chan struct{}, in *fuse.CopyFileRangeIn) (uint32, fuse.Status) {
-	c.kops[kCopyFileRange].Add(1)
-	return c.FS.CopyFileRange(cancel, in)
+	c.k[kCopyFileRange].Add(1)
+	return c.RawFileSystem.CopyFileRange(cancel, in)
 }
 
 func (c countingFS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
-	c.kops[kFlush].Add(1)
-	return c.FS.Flush(cancel, in)
+	c.k[kFlush].Add(1)
+	return c.RawFileSystem.Flush(cancel, in)
 }
 
 func (c countingFS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
-	c.kops[kFsync].Add(1)
-	return c.FS.Fsync(cancel, in)
+	c.k[kFsync].Add(1)
+	return c.RawFileSystem.Fsync(cancel, in)
 }
 
 func (c countingFS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
-	c.kops[kFallocate].Add(1)
-	return c.FS.Fallocate(cancel, in)
+	c.k[kFallocate].Add(1)
+	return c.RawFileSystem.Fallocate(cancel, in)
 }
 
 func (c countingFS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	c.kops[kOpenDir].Add(1)
-	return c.FS.OpenDir(cancel, in, out)
+	c.k[kOpenDir].Add(1)
+	return c.RawFileSystem.OpenDir(cancel, in, out)
 }
 
 func (c countingFS) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
-	c.kops[kReadDir].Add(1)
-	return c.FS.ReadDir(cancel, in, out)
+	c.k[kReadDir].Add(1)
+	return c.RawFileSystem.ReadDir(cancel, in, out)
 }
 
 func (c countingFS) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
-	c.kops[kReadDirPlus].Add(1)
-	return c.FS.ReadDirPlus(cancel, in, out)
+	c.k[kReadDirPlus].Add(1)
+	return c.RawFileSystem.ReadDirPlus(cancel, in, out)
 }
 
 func (c countingFS) ReleaseDir(in *fuse.ReleaseIn) {
-	c.kops[kReleaseDir].Add(1)
-	c.FS.ReleaseDir(in)
+	c.k[kReleaseDir].Add(1)
+	c.RawFileSystem.ReleaseDir(in)
 }
 
 func (c countingFS) FsyncDir(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
-	c.kops[kFsyncDir].Add(1)
-	return c.FS.FsyncDir(cancel, in)
+	c.k[kFsyncDir].Add(1)
+	return c.RawFileSystem.FsyncDir(cancel, in)
 }
 
 func (c countingFS) StatFs(cancel <-chan struct{}, header *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
-	c.kops[kStatFs].Add(1)
-	return c.FS.StatFs(cancel, header, out)
+	c.k[kStatFs].Add(1)
+	return c.RawFileSystem.StatFs(cancel, header, out)
 }
 
 func (c countingFS) Statx(cancel <-chan struct{}, in *fuse.StatxIn, out *fuse.StatxOut) fuse.Status {
-	c.kops[kStatx].Add(1)
-	return c.FS.Statx(cancel, in, out)
+	c.k[kStatx].Add(1)
+	return c.RawFileSystem.Statx(cancel, in, out)
 }
 
 func (c countingFS) Forget(nodeid, nlookup uint64) {
-	c.kops[kForget].Add(1)
-	c.FS.Forget(nodeid, nlookup)
+	c.k[kForget].Add(1)
+	c.RawFileSystem.Forget(nodeid, nlookup)
 }

@@ -26,14 +26,29 @@ type MountOptions struct {
 // finds its /dev/fuse descriptor as the one new across fuse.NewServer.
 var mountMu sync.Mutex
 
-// Mount mounts fs at dir and serves it in the background. Unmount with
-// the returned server's Unmount.
+// Mount mounts fs at dir as the mount of its policy's modes (one
+// connection for every mode, forwarding locks) and serves it in the
+// background. Unmount with the returned server's Unmount.
 func Mount(fs *FS, dir string, o MountOptions) (*fuse.Server, error) {
+	opts := baseMountOptions(o)
+	opts.EnableLocks = true
+	// The host truncates at open: the kernel need not send a SETATTR.
+	opts.ExtraCapabilities |= fuse.CAP_ATOMIC_O_TRUNC
+	if fs.wb == nil || os.Geteuid() != 0 {
+		// Passthrough is for the staging files of delegated subtrees
+		// (passthrough.go); registering them needs CAP_SYS_ADMIN.
+		opts.DisabledCapabilities = fuse.CAP_PASSTHROUGH
+	}
+	return serve(fs, fs, dir, opts, o.URing)
+}
+
+// baseMountOptions are what every connection of the daemon negotiates.
+func baseMountOptions(o MountOptions) *fuse.MountOptions {
 	if o.Name == "" {
 		o.Name = "cachefs"
 	}
 	root := os.Geteuid() == 0
-	opts := &fuse.MountOptions{
+	return &fuse.MountOptions{
 		FsName:      o.Name,
 		Name:        "cachefs",
 		AllowOther:  root,
@@ -44,34 +59,34 @@ func Mount(fs *FS, dir string, o MountOptions) (*fuse.Server, error) {
 		MaxWrite:      1 << 20,
 		MaxReadAhead:  1 << 20,
 		MaxBackground: 64,
-		EnableLocks:   true,
 		Debug:         o.Debug,
 		// The kernel asks before each write whether security.capability
 		// must go, unless the server handles killpriv itself.
-		ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_ATOMIC_O_TRUNC,
+		ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2,
 	}
-	if fs.wb == nil || !root {
-		// Passthrough is for the staging files of delegated subtrees
-		// (passthrough.go); registering them needs CAP_SYS_ADMIN.
-		opts.DisabledCapabilities = fuse.CAP_PASSTHROUGH
-	}
+}
+
+// serve mounts raw, the connection of fs, at dir and serves it.
+func serve(raw fuse.RawFileSystem, fs *FS, dir string, opts *fuse.MountOptions, uring bool) (*fuse.Server, error) {
 	if abs, err := filepath.Abs(dir); err == nil {
 		fs.opts.Mountpoint = abs
 	}
-	if o.URing {
+	if uring {
 		if err := fuseuring.Supported(); err != nil {
 			return nil, err
 		}
 		opts.ExtraCapabilities |= fuse.CAP_OVER_IO_URING
 	}
-	srv, fd, err := newServer(fs, dir, opts)
+	counted := countingFS{raw, &fs.kops}
+	srv, fd, err := newServer(counted, dir, opts)
 	if err != nil {
 		return nil, err
 	}
+	fs.expirer.setFD(fd, srv.KernelSettings())
 	go srv.Serve()
-	if o.URing {
+	if uring {
 		// The kernel holds every request until the rings are up.
-		if err := fs.startRings(srv, fd, opts); err != nil {
+		if err := fs.startRings(srv, fd, counted, opts); err != nil {
 			srv.Unmount()
 			return nil, err
 		}
@@ -84,18 +99,14 @@ func Mount(fs *FS, dir string, o MountOptions) (*fuse.Server, error) {
 	return srv, nil
 }
 
-// newServer mounts fs at dir and answers INIT. For a mount served over
-// io_uring it returns the mount's /dev/fuse descriptor too, else -1.
-func newServer(fs *FS, dir string, opts *fuse.MountOptions) (*fuse.Server, int, error) {
+// newServer mounts raw at dir and answers INIT. It returns the mount's
+// /dev/fuse descriptor too, or -1 if it was not found.
+func newServer(raw fuse.RawFileSystem, dir string, opts *fuse.MountOptions) (*fuse.Server, int, error) {
 	mountMu.Lock()
 	defer mountMu.Unlock()
-	uring := opts.ExtraCapabilities&fuse.CAP_OVER_IO_URING != 0
-	var before map[int]bool
-	if uring {
-		before = fuseuring.FDs()
-	}
-	srv, err := fuse.NewServer(countingFS{fs}, dir, opts)
-	if err != nil || !uring {
+	before := fuseuring.FDs()
+	srv, err := fuse.NewServer(raw, dir, opts)
+	if err != nil {
 		return srv, -1, err
 	}
 	return srv, fuseuring.NewFD(before), nil
@@ -103,11 +114,11 @@ func newServer(fs *FS, dir string, opts *fuse.MountOptions) (*fuse.Server, int, 
 
 // startRings serves the kernel's requests over io_uring, answered by the
 // same countingFS through a go-fuse ProtocolServer.
-func (fs *FS) startRings(srv *fuse.Server, fd int, opts *fuse.MountOptions) error {
+func (fs *FS) startRings(srv *fuse.Server, fd int, raw fuse.RawFileSystem, opts *fuse.MountOptions) error {
 	if fd < 0 {
 		return fmt.Errorf("io_uring: the mount's /dev/fuse descriptor was not found")
 	}
-	rings, err := fuseuring.Start(fd, srv.KernelSettings(), fuse.NewProtocolServer(countingFS{fs}, opts),
+	rings, err := fuseuring.Start(fd, srv.KernelSettings(), fuse.NewProtocolServer(raw, opts),
 		fuseuring.Options{Payload: opts.MaxWrite + 4096, Logf: fs.opts.Logf})
 	if err != nil {
 		return fmt.Errorf("io_uring: %w", err)

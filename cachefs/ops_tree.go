@@ -64,6 +64,7 @@ func (fs *FS) nodeChanged(n *node, epoch uint64) {
 	}
 	if up, ok := fs.nodes.upOf(n, epoch); ok {
 		fs.cache.dropAttr(up)
+		fs.nodeWritten(up)
 	}
 }
 

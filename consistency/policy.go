@@ -113,3 +113,17 @@ func (p *Policy) ModeFor(pth string) Mode {
 func covers(root, p string) bool {
 	return root == "" || p == root || strings.HasPrefix(p, root+"/")
 }
+
+// Get returns registration id as it is now.
+func (p *Policy) Get(id uint64) (Registration, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := p.regs[id]
+	if r == nil {
+		return Registration{}, false
+	}
+	return *r, true
+}
+
+// Default returns the mode of unregistered paths as given.
+func (p *Policy) Default() Mode { return p.def }

@@ -35,7 +35,10 @@ type Options struct {
 	FS         cachefs.Options     // Client is filled in
 	Debug      bool
 	URing      bool // serve the kernel over io_uring (cachefs.MountOptions.URing)
-	Logf       func(format string, args ...any)
+	// OneConnection serves every mode over the main connection (Guest
+	// registrations go to its policy, as FS.Register does).
+	OneConnection bool
+	Logf          func(format string, args ...any)
 }
 
 // Env is a running server, client and mount.
@@ -43,7 +46,8 @@ type Env struct {
 	Server     *upstream.Server
 	Listener   net.Listener
 	Client     *upstream.Client
-	FS         *cachefs.FS
+	FS         *cachefs.FS // the main connection's
+	Guest      *cachefs.Guest
 	Mount      *fuse.Server
 	Socket     string
 	Export     string
@@ -110,7 +114,17 @@ func (e *Env) start(o Options) error {
 		return err
 	}
 	e.Kernel = &KernelOps{fs: e.FS}
-	e.Mount, err = cachefs.Mount(e.FS, o.Mountpoint, cachefs.MountOptions{Debug: o.Debug, URing: o.URing})
+	mo := cachefs.MountOptions{Debug: o.Debug, URing: o.URing}
+	if e.Mount, err = cachefs.Mount(e.FS, o.Mountpoint, mo); err != nil {
+		return err
+	}
+	if e.tmp == "" {
+		if e.tmp, err = os.MkdirTemp("", "cachefs-run"); err != nil {
+			return err
+		}
+	}
+	e.Guest, err = cachefs.NewGuest(e.FS, cachefs.GuestOptions{RunDir: filepath.Join(e.tmp, "conn"), Mount: mo,
+		OneConnection: o.OneConnection})
 	return err
 }
 
@@ -120,8 +134,16 @@ func (e *Env) Close() error {
 	if e.FS != nil {
 		e.FS.WriteBack() // a clean shutdown leaves nothing in the journal
 	}
+	if e.Guest != nil {
+		if gerr := e.Guest.Close(); gerr != nil {
+			err = gerr
+		}
+		e.Guest = nil
+	}
 	if e.Mount != nil {
-		err = unmount(e.Mount, e.Mountpoint)
+		if uerr := unmount(e.Mount, e.Mountpoint); uerr != nil {
+			err = uerr
+		}
 		e.Mount = nil
 	}
 	if e.Client != nil {
