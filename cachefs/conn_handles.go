@@ -3,8 +3,8 @@ package cachefs
 import (
 	"sync"
 
-	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // A connection that answers OPEN and OPENDIR with ENOSYS gets every read,
