@@ -261,15 +261,22 @@ func (fs *FS) actuateCreate(a *actuation, key kernelName, p string, epoch uint64
 	return err
 }
 
-// guestPath returns n's path through the mount.
+// guestPath returns n's path through the mount: its actuation root if
+// set (a view of this connection no bind covers: a path under the
+// mountpoint may lead into another connection, which would take the
+// actuator's calls for real ones), else the mountpoint.
 func (fs *FS) guestPath(n *node) (string, bool) {
-	if n == nil || fs.opts.Mountpoint == "" {
+	root := fs.opts.Mountpoint
+	if r, ok := fs.actRoot.Load().(string); ok {
+		root = r
+	}
+	if n == nil || root == "" {
 		return "", false
 	}
 	fs.nodes.mu.Lock()
 	p, ok := fs.nodes.pathLocked(n)
 	fs.nodes.mu.Unlock()
-	return filepath.Join(fs.opts.Mountpoint, p), ok
+	return filepath.Join(root, p), ok
 }
 
 // singleName reports whether name is one path component.

@@ -278,3 +278,28 @@ func TestCachedConnUnlinkedHostFileReadable(t *testing.T) {
 		}
 	}
 }
+
+// Host changes raise inotify events in a container's view of a cached
+// registration, and the actuation alters nothing on the host.
+func TestCachedConnInotifySeesHostChanges(t *testing.T) {
+	env := harness.Start(t, harness.Options{})
+	host := filepath.Join(env.Export, "w")
+	os.MkdirAll(host, 0o755)
+	os.WriteFile(filepath.Join(host, "f"), []byte("x"), 0o644)
+	registerCached(t, env, "w")
+	guest := containerView(t, env, "w")
+	os.ReadDir(guest)
+	wait := inotifyWatch(t, guest)
+	os.WriteFile(filepath.Join(host, "c"), []byte("x"), 0o644)
+	wait(unix.IN_CREATE, "c")
+	os.WriteFile(filepath.Join(host, "f"), []byte("appended"), 0o644)
+	wait(unix.IN_MODIFY, "f")
+	os.Remove(filepath.Join(host, "c"))
+	wait(unix.IN_DELETE, "c")
+	if got, _ := os.ReadFile(filepath.Join(host, "f")); string(got) != "appended" {
+		t.Errorf("host file is %q after the actuator ran, want it untouched", got)
+	}
+	if _, err := os.Stat(filepath.Join(env.Export, "w", "c")); !os.IsNotExist(err) {
+		t.Errorf("host c after the actuator ran: %v, want gone", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -68,6 +69,7 @@ type FS struct {
 	rings      *fuseuring.Rings // set by Mount before the first request; nil without URing
 	set        *connSet         // immutable: the connections sharing fs.up
 	expirer    expirer          // set up by Mount (notify_expire.go)
+	actRoot    atomic.Value     // string: where the actuator reaches this connection (guestPath)
 
 	mu     sync.Mutex // protects server
 	server *fuse.Server

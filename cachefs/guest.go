@@ -78,6 +78,7 @@ func NewGuest(main *FS, o GuestOptions) (*Guest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cachefs: a view of the main connection: %w", err)
 	}
+	main.actRoot.Store(filepath.Join(o.RunDir, "main"))
 	return &Guest{main: main, opts: o, mainRoot: root, mnt: mnt,
 		regs: consistency.NewPolicy(main.policy.Default()), legacy: map[uint64]uint64{}}, nil
 }
@@ -237,6 +238,7 @@ func (g *Guest) Close() error {
 	defer g.mu.Unlock()
 	g.closed = true
 	g.detach("")
+	g.main.actRoot.Store(g.mnt)
 	unix.Close(g.mainRoot)
 	unix.Unmount(filepath.Join(g.opts.RunDir, "main"), unix.MNT_DETACH)
 	var err error

@@ -34,6 +34,7 @@ type guestFlags struct {
 	secretFile  string
 	pprof       string
 	uring       string // auto, on or off (uring.go)
+	oneConn     bool
 }
 
 func (g *guestFlags) register(fl *flag.FlagSet) {
@@ -47,6 +48,7 @@ func (g *guestFlags) register(fl *flag.FlagSet) {
 	fl.IntVar(&g.limits.AttrBytes, "cache-attr-bytes", 16<<20, "bound on cached attributes, bytes")
 	fl.StringVar(&g.pprof, "pprof", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6060)")
 	fl.StringVar(&g.secretFile, "secret-file", "", "file holding the secret shared with the host (as serve's --secret-file)")
+	fl.BoolVar(&g.oneConn, "one-connection", false, "serve every mode over the one kernel connection at the mountpoint, instead of each registered mode over a connection of its own")
 	fl.StringVar(&g.stateDir, "state-dir", "", "write-back journal of delegated subtrees, kept across restarts (default: under "+defaultStateDir()+", one per mountpoint)")
 }
 
@@ -137,15 +139,25 @@ func mount(args []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := cachefs.Mount(fs, fl.Arg(0), cachefs.MountOptions{Debug: g.debug, Name: addr, URing: uring})
+	mo := cachefs.MountOptions{Debug: g.debug, Name: addr, URing: uring}
+	srv, err := cachefs.Mount(fs, fl.Arg(0), mo)
 	if err != nil {
 		return err
 	}
-	return runGuest(fs, srv, g.ctl, func() error {
+	guest, err := cachefs.NewGuest(fs, cachefs.GuestOptions{RunDir: filepath.Join(g.stateDir, "conn"), Mount: mo,
+		OneConnection: g.oneConn})
+	if err != nil {
+		srv.Unmount()
+		return err
+	}
+	return runGuest(guest, srv, g.ctl, func() error {
 		// With the host gone, requests in flight would hold the unmount
 		// up to the reconnect bound: fail them after a grace period.
 		t := time.AfterFunc(5*time.Second, func() { c.Close() })
 		defer t.Stop()
+		if err := guest.Close(); err != nil {
+			log.Printf("cachefsd: %v", err)
+		}
 		return srv.Unmount()
 	})
 }
@@ -169,7 +181,7 @@ func local(args []string) error {
 		return err
 	}
 	log.Printf("cachefsd: %s mounted at %s", export, fl.Arg(0))
-	return runGuest(env.FS, env.Mount, g.ctl, env.Close)
+	return runGuest(env.Guest, env.Mount, g.ctl, env.Close)
 }
 
 // localOptions returns the host and guest of `cachefsd local`, in one
@@ -178,14 +190,14 @@ func local(args []string) error {
 // fanotify mark would report each write to them.
 func (g *guestFlags) localOptions(export, mnt string, pol *consistency.Policy, secret []byte) harness.Options {
 	fo := g.options(nil, pol, mnt)
-	return harness.Options{Export: export, Mountpoint: mnt, FS: fo,
+	return harness.Options{Export: export, Mountpoint: mnt, FS: fo, OneConnection: g.oneConn,
 		Server:    upstream.ServerOptions{Secret: secret, Unwatched: []string{fo.StateDir}},
 		LinkDelay: g.linkDelay, Debug: g.debug, Logf: log.Printf}
 }
 
 // runGuest serves the control socket and waits until the mount ends,
 // by a signal (which unmounts) or by an external umount.
-func runGuest(fs *cachefs.FS, srv *fuse.Server, ctlPath string, stop func() error) error {
+func runGuest(guest *cachefs.Guest, srv *fuse.Server, ctlPath string, stop func() error) error {
 	l, err := upstream.Listen("unix://" + ctlPath)
 	if err != nil {
 		stop()
@@ -193,9 +205,9 @@ func runGuest(fs *cachefs.FS, srv *fuse.Server, ctlPath string, stop func() erro
 	}
 	defer os.Remove(ctlPath)
 	defer l.Close()
-	go fs.ServeControl(l)
+	go guest.ServeControl(l)
 	go stopOnSignal(func() {
-		if failed := fs.WriteBack(); len(failed) > 0 {
+		if failed := guest.Main().WriteBack(); len(failed) > 0 {
 			log.Printf("cachefsd: %d changes could not be written back: %+v", len(failed), failed)
 		}
 		if err := stop(); err != nil {

@@ -50,6 +50,12 @@ func (r *runner) mount(s *system, export, mnt string) (*mount, error) {
 		r.unmount(m)
 		return nil, fmt.Errorf("%s: %v (log %s: %s)", s.Name, err, m.log, tail(m.log))
 	}
+	if s.Register != "" {
+		if err := r.ctlRegister(m, s.Register); err != nil {
+			r.unmount(m)
+			return nil, fmt.Errorf("%s: %v", s.Name, err)
+		}
+	}
 	return m, nil
 }
 

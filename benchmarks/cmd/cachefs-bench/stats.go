@@ -23,11 +23,15 @@ type ctlAnswer struct {
 				Count int64
 			}
 		}
-		Kernel []struct {
-			Op    string
-			Count int64
-		}
+		Kernel []kernelOp
+		// Cached is the cached mode's own connection, once registered.
+		Cached *struct{ Kernel []kernelOp }
 	}
+}
+
+type kernelOp struct {
+	Op    string
+	Count int64
 }
 
 // ctlStats asks a cachefs daemon for its counters.
@@ -49,11 +53,28 @@ func (r *runner) ctlStats(m *mount) (*upstreamStats, error) {
 		st.Ops[o.Op] += o.Count
 	}
 	st.KernelOps = map[string]int64{}
-	for _, o := range a.Stats.Kernel {
+	kernel := a.Stats.Kernel
+	if a.Stats.Cached != nil {
+		kernel = append(kernel, a.Stats.Cached.Kernel...)
+	}
+	for _, o := range kernel {
 		st.Kernel += o.Count
 		st.KernelOps[o.Op] += o.Count
 	}
 	return st, nil
+}
+
+// ctlRegister registers the mount's root with mode through the daemon.
+func (r *runner) ctlRegister(m *mount, mode string) error {
+	tool, err := r.toolPath("cachefsd")
+	if err != nil {
+		return err
+	}
+	out, err := exec.Command(tool, "ctl", "--socket", m.ctl, "register", "--mode", mode, m.mnt).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("cachefsd ctl register: %v: %s", err, out)
+	}
+	return nil
 }
 
 // delta returns after minus before, op by op.

@@ -24,6 +24,9 @@ type system struct {
 	Ctl bool
 	// LinkDelay is a cachefs daemon's --link-delay.
 	LinkDelay string
+	// Register, for a cachefs daemon, registers the mount's root with
+	// this mode through ctl once it serves: the mode's own connection.
+	Register string
 	// prepare, if set, runs once before the first mount and returns
 	// Args (sshfs starts its sshd).
 	prepare func(r *runner, s *system) ([]string, error)
@@ -45,6 +48,7 @@ var systems = []system{
 	cachefsSystem("cached", "50us", true),
 	cachefsSystem("delegated", "0", true),
 	cachefsSystem("delegated", "50us", true),
+	cachefsConnSystem("cached", "50us"),
 	cachefsRingSystem("consistent", "50us"),
 	cachefsRingSystem("cached", "50us"),
 	cachefsRingSystem("delegated", "50us"),
@@ -76,6 +80,17 @@ func cachefsRingSystem(mode, delay string) system {
 	s.Name += "-uring"
 	s.About = fmt.Sprintf("cachefsd local, --default-mode %s --link-delay %s --uring on", mode, delay)
 	s.Args[len(s.Args)-2] = "on"
+	return s
+}
+
+// cachefsConnSystem serves mode over its own kernel connection: the
+// root registered with it (ctl register), as a container runtime
+// registers a bind-mounted subtree.
+func cachefsConnSystem(mode, delay string) system {
+	s := cachefsSystem("consistent", delay, true)
+	s.Name = "cachefs-" + mode + "conn-" + delay
+	s.About = fmt.Sprintf("cachefsd local --link-delay %s --uring off, the root registered %s (the mode's own connection)", delay, mode)
+	s.Register = mode
 	return s
 }
 
