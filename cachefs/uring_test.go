@@ -138,3 +138,19 @@ func TestURingLockRestarted(t *testing.T) {
 	requireURingTests(t)
 	eachLockKind(t, harness.Options{URing: true}, testLockRestarted)
 }
+
+// TestConformanceURingCachedConn runs the suite on the cached mode's own
+// connection served over io_uring, and checks its requests went over
+// its rings.
+func TestConformanceURingCachedConn(t *testing.T) {
+	requireURingTests(t)
+	env := harness.Start(t, harness.Options{URing: true})
+	if _, err := env.Guest.Register("", consistency.Cached); err != nil {
+		t.Fatalf("Register: %v", err)
+	}
+	runSuiteIn(t, env.Mountpoint, "conn-cached")
+	st := env.Guest.Stats()
+	if !st.Cached.URing || st.Cached.RingRequests < 1000 {
+		t.Errorf("cached connection: io_uring %v, %d requests over its rings, want most of the suite's", st.Cached.URing, st.Cached.RingRequests)
+	}
+}
