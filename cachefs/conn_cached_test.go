@@ -9,6 +9,7 @@ import (
 	"github.com/cachefs/cachefs/cachefs"
 	"github.com/cachefs/cachefs/consistency"
 	"github.com/cachefs/cachefs/internal/harness"
+	"github.com/cachefs/cachefs/upstream"
 	"golang.org/x/sys/unix"
 )
 
@@ -301,5 +302,55 @@ func TestCachedConnInotifySeesHostChanges(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(env.Export, "w", "c")); !os.IsNotExist(err) {
 		t.Errorf("host c after the actuator ran: %v, want gone", err)
+	}
+}
+
+// restartServer stops env's host server and starts a new one on the
+// same socket and export, as a host daemon restart would.
+func restartServer(t *testing.T, env *harness.Env) {
+	t.Helper()
+	env.Listener.Close()
+	env.Server.Close()
+	srv, err := upstream.NewServer(upstream.ServerOptions{Export: env.Export, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := upstream.Listen("unix://" + env.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Server, env.Listener = srv, l // closed by env.Close, after the unmount
+	go srv.Serve(l)
+}
+
+// The cached view goes on across a host server restart: names are
+// found again in the new session, host changes made meanwhile show, and
+// the registration's bind is still in place.
+func TestCachedConnAcrossServerRestart(t *testing.T) {
+	env := harness.Start(t, harness.Options{})
+	dir := filepath.Join(env.Export, "src")
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "f"), []byte("before"), 0o644)
+	registerCached(t, env, "src")
+	view := containerView(t, env, "src")
+	if b, err := os.ReadFile(filepath.Join(view, "f")); err != nil || string(b) != "before" {
+		t.Fatalf("read: %q, %v", b, err)
+	}
+	restartServer(t, env)
+	os.WriteFile(filepath.Join(dir, "f"), []byte("after the restart"), 0o644)
+	os.WriteFile(filepath.Join(dir, "g"), []byte("new"), 0o644)
+	waitFor(t, "the new session's view", func() bool {
+		b, _ := os.ReadFile(filepath.Join(view, "f"))
+		g, _ := os.ReadFile(filepath.Join(view, "g"))
+		return string(b) == "after the restart" && string(g) == "new"
+	})
+	if err := os.WriteFile(filepath.Join(view, "h"), []byte("guest"), 0o644); err != nil {
+		t.Fatalf("write after the restart: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "h")); string(b) != "guest" {
+		t.Errorf("host has %q, want the guest's write", b)
+	}
+	if !sameFS(t, filepath.Join(env.Mountpoint, "src"), cachedConnDir(t, env)) {
+		t.Error("the registration's bind is gone after the restart")
 	}
 }

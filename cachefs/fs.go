@@ -70,6 +70,8 @@ type FS struct {
 	set        *connSet         // immutable: the connections sharing fs.up
 	expirer    expirer          // set up by Mount (notify_expire.go)
 	actRoot    atomic.Value     // string: where the actuator reaches this connection (guestPath)
+	stopOnce   sync.Once
+	stopped    chan struct{} // closed once background work stopped (OnUnmount)
 
 	mu     sync.Mutex // protects server
 	server *fuse.Server
@@ -98,6 +100,7 @@ func newFS(opts Options, set *connSet) (*FS, error) {
 	}
 	h := opts.Client.Hello()
 	fs := &FS{RawFileSystem: fuse.NewDefaultRawFileSystem(), opts: opts, up: opts.Client, expirer: expirer{fd: -1},
+		stopped: make(chan struct{}),
 		nodes: newNodeTable(h.Root.Node, opts.Client.Epoch()), handles: newHandleTable(),
 		policy: opts.Policy}
 	if opts.CacheTTL == 0 {
@@ -264,7 +267,10 @@ func (fs *FS) Stats() Stats {
 }
 
 // Destroy stops background work.
-func (fs *FS) OnUnmount() {
+func (fs *FS) OnUnmount() { fs.stopOnce.Do(fs.stop) }
+
+func (fs *FS) stop() {
+	defer close(fs.stopped)
 	fs.forgets.close()
 	fs.expirer.close()
 	if fs.set.remove(fs) == 0 {

@@ -252,18 +252,24 @@ func (g *Guest) Close() error {
 	return err
 }
 
-// close unmounts c, lazily if it is still in use.
+// close unmounts c, lazily if it is still in use, and waits a moment
+// for its file system to stop: a bind that could not be detached keeps
+// the connection serving until its last user goes, and nobody waits
+// for that.
 func (c *conn) close() error {
 	unix.Close(c.root)
-	var err error
-	for i := 0; i < 10; i++ {
-		if err = c.srv.Unmount(); err == nil {
-			return os.Remove(c.dir)
-		}
-		time.Sleep(20 * time.Millisecond)
+	err := unix.Unmount(c.dir, 0)
+	if err != nil {
+		err = unix.Unmount(c.dir, unix.MNT_DETACH)
 	}
-	if derr := unix.Unmount(c.dir, unix.MNT_DETACH); derr != nil {
-		return fmt.Errorf("unmount %s: %v; lazily: %v", c.dir, err, derr)
+	select {
+	case <-c.fs.stopped:
+		os.Remove(c.dir)
+	case <-time.After(5 * time.Second):
+		c.fs.opts.Logf("cachefs: the connection at %s is still in use: it serves until its last user goes", c.dir)
+	}
+	if err != nil {
+		return fmt.Errorf("unmount %s: %w", c.dir, err)
 	}
 	return nil
 }

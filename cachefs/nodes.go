@@ -120,7 +120,10 @@ func (t *nodeTable) addRefs(parent *node, name string, up, epoch uint64, a *upst
 	n := t.byUp[k]
 	if n == nil {
 		n = t.freshByNameLocked(parent, name, a)
-		if n != nil { // made in the guest, now found on the host: the same node
+		if n == nil {
+			n = t.olderByNameLocked(parent, name, a, epoch)
+		}
+		if n != nil { // made in the guest, or known in an older session: the same node
 			t.unbindLocked(n)
 			n.up, n.epoch, n.upRefs = up, epoch, 0
 			t.byUp[k] = n
@@ -376,6 +379,19 @@ func (t *nodeTable) freshByNameLocked(parent *node, name string, a *upstream.Att
 		return nil
 	}
 	if n.up != 0 && (n.ino == 0 || n.ino != a.Ino) {
+		return nil
+	}
+	return n
+}
+
+// olderByNameLocked returns the node known as name in parent in an
+// older host session if it is the file found now (same type and inode
+// number): the kernel keeps its nodeid, so its dentry stays valid (a
+// new nodeid for the same name would make the kernel drop the dentry,
+// and detach whatever is mounted on it). Needs mu.
+func (t *nodeTable) olderByNameLocked(parent *node, name string, a *upstream.Attr, epoch uint64) *node {
+	n := t.byName[nameKey{parent, name}]
+	if n == nil || n.epoch == epoch || n.ino == 0 || n.ino != a.Ino || n.mode != a.Mode&sIFMT {
 		return nil
 	}
 	return n
