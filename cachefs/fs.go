@@ -101,7 +101,7 @@ func newFS(opts Options, set *connSet) (*FS, error) {
 	h := opts.Client.Hello()
 	fs := &FS{RawFileSystem: fuse.NewDefaultRawFileSystem(), opts: opts, up: opts.Client, expirer: expirer{fd: -1},
 		stopped: make(chan struct{}),
-		nodes: newNodeTable(h.Root.Node, opts.Client.Epoch()), handles: newHandleTable(),
+		nodes:   newNodeTable(h.Root.Node, opts.Client.Epoch()), handles: newHandleTable(),
 		policy: opts.Policy}
 	if opts.CacheTTL == 0 {
 		opts.CacheTTL = 30 * time.Second
