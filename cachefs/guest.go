@@ -73,6 +73,7 @@ func NewGuest(main *FS, o GuestOptions) (*Guest, error) {
 	if o.WatchedTTL == 0 {
 		o.WatchedTTL = time.Hour
 	}
+	clearStale(o.RunDir)
 	mnt := main.opts.Mountpoint
 	root, err := cloneAt(mnt, filepath.Join(o.RunDir, "main"))
 	if err != nil {
@@ -81,6 +82,14 @@ func NewGuest(main *FS, o GuestOptions) (*Guest, error) {
 	main.actRoot.Store(filepath.Join(o.RunDir, "main"))
 	return &Guest{main: main, opts: o, mainRoot: root, mnt: mnt,
 		regs: consistency.NewPolicy(main.policy.Default()), legacy: map[uint64]uint64{}}, nil
+}
+
+// clearStale detaches what a killed daemon left mounted in runDir: its
+// connections are gone, their mounts answer ENOTCONN.
+func clearStale(runDir string) {
+	for _, name := range []string{"main", "cached"} {
+		unix.Unmount(filepath.Join(runDir, name), unix.MNT_DETACH)
+	}
 }
 
 // cloneAt attaches a clone of the mount at src on dir, which it makes,
