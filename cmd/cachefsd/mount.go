@@ -8,18 +8,15 @@ import (
 	"net/http"
 	_ "net/http/pprof"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/cachefs/cachefs/cachefs"
 	"github.com/cachefs/cachefs/consistency"
 	"github.com/cachefs/cachefs/internal/harness"
 	"github.com/cachefs/cachefs/upstream"
-	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
 // guestFlags are the flags of the guest side, shared by mount and local.
@@ -181,34 +178,4 @@ func (g *guestFlags) localOptions(export, mnt string, pol *consistency.Policy, s
 	return harness.Options{Export: export, Mountpoint: mnt, FS: fo,
 		Server:    upstream.ServerOptions{Secret: secret, Unwatched: []string{fo.StateDir}},
 		LinkDelay: g.linkDelay, Debug: g.debug, Logf: log.Printf}
-}
-
-// runGuest serves the control socket and waits until the mount ends,
-// by a signal (which unmounts) or by an external umount.
-func runGuest(fs *cachefs.FS, srv *fuse.Server, ctlPath string, stop func() error) error {
-	l, err := upstream.Listen("unix://" + ctlPath)
-	if err != nil {
-		stop()
-		return fmt.Errorf("control socket: %w", err)
-	}
-	defer os.Remove(ctlPath)
-	defer l.Close()
-	go fs.ServeControl(l)
-	go stopOnSignal(func() {
-		if failed := fs.WriteBack(); len(failed) > 0 {
-			log.Printf("cachefsd: %d changes could not be written back: %+v", len(failed), failed)
-		}
-		if err := stop(); err != nil {
-			log.Printf("cachefsd: unmount: %v", err)
-		}
-	})
-	srv.Wait()
-	return nil
-}
-
-func stopOnSignal(stop func()) {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
-	<-ch
-	stop()
 }
