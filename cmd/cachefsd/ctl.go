@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,7 +51,11 @@ func ctlRequest(args []string) (*cachefs.CtlRequest, error) {
 		if fl.NArg() != 1 || *mode == "" {
 			return nil, fmt.Errorf("usage: ctl register --mode MODE PATH")
 		}
-		req.Mode, req.Path = *mode, fl.Arg(0)
+		path, err := registerPath(fl.Arg(0))
+		if err != nil {
+			return nil, err
+		}
+		req.Mode, req.Path = *mode, path
 	case "flush":
 		if len(args) > 2 {
 			return nil, fmt.Errorf("usage: ctl flush [PATH]")
@@ -69,6 +74,20 @@ func ctlRequest(args []string) (*cachefs.CtlRequest, error) {
 		req.ID = id
 	}
 	return req, nil
+}
+
+// registerPath resolves a path given to register against the caller's
+// working directory (the daemon resolves only absolute ones, against its
+// mountpoint) and checks that it exists.
+func registerPath(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(abs); err != nil {
+		return "", fmt.Errorf("register: %w", err)
+	}
+	return abs, nil
 }
 
 // ctlCall sends one request to a daemon's control socket.

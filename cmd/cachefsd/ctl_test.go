@@ -141,7 +141,7 @@ func checkCtlErrors(t *testing.T, ctl, sub, goneID string) {
 		want string
 	}{
 		{[]string{"register", "--mode", "bogus", sub}, `unknown consistency mode "bogus"`},
-		{[]string{"register", "--mode", "cached", "/not/under/the/mount"}, "is not under the mountpoint"},
+		{[]string{"register", "--mode", "cached", "/"}, "/ is not under the mountpoint"},
 		{[]string{"unregister", goneID}, "no registration " + goneID},
 		{[]string{"unregister", "x"}, `bad id "x"`},
 	} {
