@@ -97,8 +97,8 @@ func parseGuest(cmd string, args []string, reqVal *string, req, usage string) (*
 	g := &guestFlags{}
 	g.register(fl)
 	fl.Parse(args)
-	if *reqVal == "" || fl.NArg() != 1 {
-		return nil, nil, nil, fmt.Errorf("%s needs --%s and a mountpoint", cmd, req)
+	if err := checkGuestArgs(cmd, req, *reqVal, fl.Args()); err != nil {
+		return nil, nil, nil, err
 	}
 	pol, err := g.policy()
 	if g.pprof != "" {

@@ -22,6 +22,9 @@ func serve(args []string) error {
 	if *export == "" || *listen == "" {
 		return fmt.Errorf("serve needs --export and --listen")
 	}
+	if fl.NArg() > 0 {
+		return fmt.Errorf("serve takes no arguments, got %q (flags go first)", fl.Args())
+	}
 	secret, cids, err := acc.check(*listen)
 	if err != nil {
 		return err
