@@ -1,43 +1,180 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/cachefs/cachefs/cachefs"
 	"github.com/cachefs/cachefs/upstream"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 )
 
-// runGuest serves the control socket and waits until the mount ends,
-// by a signal (which unmounts) or by an external umount.
-func runGuest(fs *cachefs.FS, srv *fuse.Server, ctlPath string, stop func() error) error {
-	l, err := upstream.Listen("unix://" + ctlPath)
+// Stopping a guest daemon, one step per SIGTERM or SIGINT:
+//
+//  1. write delegated changes back, then unmount; if the mount is busy,
+//     log who holds it (holders.go) and keep serving;
+//  2. write back what came since, then detach the mount (MNT_DETACH):
+//     it is gone from the namespace, and the daemon serves its holders
+//     until the last lets go, then exits;
+//  3. detach and exit at once: what is not written back stays in the
+//     journal for the next daemon on the state directory.
+//
+// A write-back waits for the host, so a step can wait; the next signal
+// starts the next step meanwhile. An external umount ends the daemon as
+// well. Either way it then ends the host connection and removes the
+// default state directory unless it holds changes not written back.
+
+// errGone reports an unmount of a mount already unmounted or detached.
+var errGone = errors.New("already unmounted")
+
+// guestRun is a mounted guest daemon as run serves and stops it.
+type guestRun struct {
+	fs         *cachefs.FS  // immutable
+	srv        *fuse.Server // immutable
+	mnt        string       // immutable: the absolute mountpoint
+	source     string       // immutable: what is mounted, for the log
+	disconnect func()       // ends the host connection; run once, by done
+
+	once sync.Once
+	mu   sync.Mutex // protects gone
+	gone bool       // unmounted or detached
+}
+
+// run serves the mount of source at mnt, and its control socket, until
+// the mount ends; disconnect then ends the host connection.
+func (g *guestFlags) run(fs *cachefs.FS, srv *fuse.Server, mnt, source string, disconnect func()) error {
+	abs, err := filepath.Abs(mnt)
 	if err != nil {
-		stop()
+		return err
+	}
+	r := &guestRun{fs: fs, srv: srv, mnt: abs, source: source, disconnect: disconnect}
+	err = r.serve(g.ctl)
+	r.done()
+	g.removeStateDir(fs, mnt)
+	return err
+}
+
+// serve serves the control socket and waits until the mount ends.
+func (r *guestRun) serve(ctl string) error {
+	l, err := upstream.Listen("unix://" + ctl)
+	if err != nil {
+		if r.unmount(0) != nil {
+			r.unmount(unix.MNT_DETACH)
+		}
+		r.srv.Wait()
 		return fmt.Errorf("control socket: %w", err)
 	}
-	defer os.Remove(ctlPath)
-	defer l.Close()
-	go fs.ServeControl(l)
-	go stopOnSignal(func() {
-		if failed := fs.WriteBack(); len(failed) > 0 {
-			log.Printf("cachefsd: %d changes could not be written back: %+v", len(failed), failed)
-		}
-		if err := stop(); err != nil {
-			log.Printf("cachefsd: unmount: %v", err)
-		}
-	})
-	srv.Wait()
+	defer l.Close() // which removes the socket
+	go r.fs.ServeControl(l)
+	sigs := make(chan os.Signal, 3)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go r.onSignals(sigs)
+	log.Printf("cachefsd: ready: %s mounted at %s, control socket %s", r.source, r.mnt, ctl)
+	r.srv.Wait()
 	return nil
 }
 
-func stopOnSignal(stop func()) {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
-	<-ch
-	stop()
+// done ends the host connection, once.
+func (r *guestRun) done() { r.once.Do(r.disconnect) }
+
+// onSignals runs the next stop step on each signal.
+func (r *guestRun) onSignals(sigs <-chan os.Signal) {
+	steps := []func(){r.stop, r.detach, r.exit}
+	for i := 0; ; i++ {
+		<-sigs
+		go steps[min(i, len(steps)-1)]()
+	}
+}
+
+// stop is the first step: write back, then unmount or say who holds
+// the mount.
+func (r *guestRun) stop() {
+	r.writeBack("unmounting")
+	err := r.unmount(0)
+	for delay := 5 * time.Millisecond; errors.Is(err, unix.EBUSY) && delay < time.Second; delay *= 2 {
+		time.Sleep(delay) // a closing file may hold the mount for a moment
+		err = r.unmount(0)
+	}
+	switch {
+	case err == nil:
+		// With the host gone, requests in flight would hold the end of
+		// the mount up to the reconnect bound: fail them after a grace
+		// period.
+		time.AfterFunc(5*time.Second, r.done)
+		return
+	case errors.Is(err, errGone):
+		return
+	}
+	log.Printf("cachefsd: unmount %s: %v; still serving it. Stop its users, or signal again to detach it (lazy unmount)", r.mnt, err)
+	for _, h := range holders(r.mnt) {
+		log.Printf("cachefsd:   held by %s", h)
+	}
+}
+
+// detach is the second step: write back, then detach the mount.
+func (r *guestRun) detach() {
+	r.writeBack("detaching")
+	held := len(holders(r.mnt)) // after the detach their paths no longer show the mountpoint
+	if err := r.unmount(unix.MNT_DETACH); err != nil {
+		if !errors.Is(err, errGone) {
+			log.Printf("cachefsd: detaching %s: %v", r.mnt, err)
+		}
+		return
+	}
+	log.Printf("cachefsd: %s detached; serving it until its last holder (of %d) lets go; signal again to exit now", r.mnt, held)
+}
+
+// exit is the last step: detach and exit now.
+func (r *guestRun) exit() {
+	r.unmount(unix.MNT_DETACH)
+	log.Printf("cachefsd: exiting now; changes not written back stay in the journal")
+	os.Exit(1)
+}
+
+// writeBack writes delegated changes back before the mount goes.
+func (r *guestRun) writeBack(then string) {
+	log.Printf("cachefsd: stopping: writing delegated changes back, then %s %s", then, r.mnt)
+	if failed := r.fs.WriteBack(); len(failed) > 0 {
+		log.Printf("cachefsd: %d changes could not be written back: %+v", len(failed), failed)
+	}
+}
+
+// unmount unmounts the mount (flags 0) or detaches it (MNT_DETACH),
+// unless that was done.
+func (r *guestRun) unmount(flags int) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.gone {
+		return errGone
+	}
+	err := unix.Unmount(r.mnt, flags)
+	if err == unix.EPERM {
+		err = fusermountU(r.mnt, flags) // a user's mount, made by fusermount
+	}
+	r.gone = err == nil
+	return err
+}
+
+// fusermountU unmounts a mount of an ordinary user through fusermount3.
+func fusermountU(mnt string, flags int) error {
+	args := []string{"-u", mnt}
+	if flags&unix.MNT_DETACH != 0 {
+		args = []string{"-u", "-z", mnt}
+	}
+	out, err := exec.Command("fusermount3", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("fusermount3 %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }

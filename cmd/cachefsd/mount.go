@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/cachefs/cachefs/cachefs"
@@ -60,8 +59,7 @@ func defaultStateDir() string {
 // options returns the filesystem's options for a mount at mnt.
 func (g *guestFlags) options(c *upstream.Client, pol *consistency.Policy, mnt string) cachefs.Options {
 	if g.stateDir == "" {
-		abs, _ := filepath.Abs(mnt)
-		g.stateDir = filepath.Join(defaultStateDir(), strings.ReplaceAll(strings.Trim(abs, "/"), "/", "_"))
+		g.stateDir = stateDirFor(mnt)
 	}
 	return cachefs.Options{Client: c, Policy: pol, CacheTTL: g.cacheTTL, CacheLimits: g.limits, StateDir: g.stateDir}
 }
@@ -136,15 +134,10 @@ func mount(args []string) error {
 	}
 	srv, err := cachefs.Mount(fs, fl.Arg(0), cachefs.MountOptions{Debug: g.debug, Name: addr, URing: uring})
 	if err != nil {
+		g.removeStateDir(fs, fl.Arg(0))
 		return err
 	}
-	return runGuest(fs, srv, g.ctl, func() error {
-		// With the host gone, requests in flight would hold the unmount
-		// up to the reconnect bound: fail them after a grace period.
-		t := time.AfterFunc(5*time.Second, func() { c.Close() })
-		defer t.Stop()
-		return srv.Unmount()
-	})
+	return g.run(fs, srv, fl.Arg(0), addr, func() { c.Close() })
 }
 
 func local(args []string) error {
@@ -165,8 +158,7 @@ func local(args []string) error {
 	if err != nil {
 		return err
 	}
-	log.Printf("cachefsd: %s mounted at %s", export, fl.Arg(0))
-	return runGuest(env.FS, env.Mount, g.ctl, env.Close)
+	return g.run(env.FS, env.Mount, fl.Arg(0), export, env.Disconnect)
 }
 
 // localOptions returns the host and guest of `cachefsd local`, in one

@@ -4,6 +4,9 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/cachefs/cachefs/invalidation"
 	"github.com/cachefs/cachefs/upstream"
@@ -54,4 +57,11 @@ func serve(args []string) error {
 	}
 	go stopOnSignal(func() { l.Close(); srv.Close() })
 	return srv.Serve(l)
+}
+
+func stopOnSignal(stop func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	<-ch
+	stop()
 }
