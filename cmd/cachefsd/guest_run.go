@@ -66,6 +66,9 @@ func (g *guestFlags) run(fs *cachefs.FS, srv *fuse.Server, mnt, source string, d
 
 // serve serves the control socket and waits until the mount ends.
 func (r *guestRun) serve(ctl string) error {
+	sigs := make(chan os.Signal, 3) // caught before the socket, which tells the mount is up
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
 	l, err := upstream.Listen("unix://" + ctl)
 	if err != nil {
 		if r.unmount(0) != nil {
@@ -76,9 +79,6 @@ func (r *guestRun) serve(ctl string) error {
 	}
 	defer l.Close() // which removes the socket
 	go r.fs.ServeControl(l)
-	sigs := make(chan os.Signal, 3)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
 	go r.onSignals(sigs)
 	log.Printf("cachefsd: ready: %s mounted at %s, control socket %s", r.source, r.mnt, ctl)
 	r.srv.Wait()
