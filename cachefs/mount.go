@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 
 	"github.com/cachefs/cachefs/internal/fuseuring"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -54,6 +55,12 @@ func Mount(fs *FS, dir string, o MountOptions) (*fuse.Server, error) {
 		// Passthrough is for the staging files of delegated subtrees
 		// (passthrough.go); registering them needs CAP_SYS_ADMIN.
 		opts.DisabledCapabilities = fuse.CAP_PASSTHROUGH
+	}
+	if fs.up.Hello().ReadOnly {
+		// The host refuses every change: the kernel does too, without
+		// asking, and /proc/mounts says ro.
+		opts.Options = append(opts.Options, "ro")
+		opts.DirectMountFlags = syscall.MS_NOSUID | syscall.MS_NODEV | syscall.MS_RDONLY
 	}
 	if abs, err := filepath.Abs(dir); err == nil {
 		fs.opts.Mountpoint = abs
