@@ -81,6 +81,9 @@ func TestCtlCommands(t *testing.T) {
 		t.Fatalf("Mkdir: %v", err)
 	}
 	startGuest(t, "local", p.mnt, p.ctl, "local", "--export", p.export)
+	if out := ctlOK(t, p.ctl, "modes"); !strings.HasPrefix(out, "nothing registered") {
+		t.Errorf("ctl modes with nothing registered: %q, want \"nothing registered...\"", out)
+	}
 
 	out := ctlOK(t, p.ctl, "ping")
 	m := pingRe.FindStringSubmatch(out)

@@ -12,16 +12,33 @@ import (
 	"github.com/cachefs/cachefs/upstream"
 )
 
-func serve(args []string) error {
+// serveFlags are serve's flags.
+type serveFlags struct {
+	export, listen string
+	ro             bool
+	maxFDs         int
+	acc            accessFlags
+	watcher        string
+}
+
+// newServeFlags returns serve's flag set, which fills sf.
+func newServeFlags() (*flag.FlagSet, *serveFlags) {
 	fl := flag.NewFlagSet("serve", flag.ExitOnError)
-	export := fl.String("export", "", "directory to export (required)")
-	listen := fl.String("listen", "", "address to listen on (required)")
-	ro := fl.Bool("read-only", false, "refuse every change")
-	maxFDs := fl.Int("max-fds", 0, "bound on cached fds (0: half the open-file limit)")
-	var acc accessFlags
-	acc.register(fl)
-	watcher := fl.String("watcher", "auto", "how watched subtrees are watched: auto, inotify or fanotify")
+	sf := &serveFlags{}
+	fl.StringVar(&sf.export, "export", "", "directory to export (required)")
+	fl.StringVar(&sf.listen, "listen", "", "address to listen on (required)")
+	fl.BoolVar(&sf.ro, "read-only", false, "refuse every change (guests mount it read-only)")
+	fl.IntVar(&sf.maxFDs, "max-fds", 0, "bound on cached fds (0: half the open-file limit)")
+	sf.acc.register(fl)
+	fl.StringVar(&sf.watcher, "watcher", "auto", "how watched subtrees are watched: auto, inotify or fanotify")
+	setUsage(fl, "serve --export DIR --listen ADDR [flags]")
+	return fl, sf
+}
+
+func serve(args []string) error {
+	fl, sf := newServeFlags()
 	fl.Parse(args)
+	export, listen, acc := &sf.export, &sf.listen, &sf.acc
 	if *export == "" || *listen == "" {
 		return fmt.Errorf("serve needs --export and --listen")
 	}
@@ -32,11 +49,11 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
-	kind, err := invalidation.ParseKind(*watcher)
+	kind, err := invalidation.ParseKind(sf.watcher)
 	if err != nil {
 		return err
 	}
-	srv, err := upstream.NewServer(upstream.ServerOptions{Export: *export, ReadOnly: *ro, MaxFDs: *maxFDs,
+	srv, err := upstream.NewServer(upstream.ServerOptions{Export: *export, ReadOnly: sf.ro, MaxFDs: sf.maxFDs,
 		Secret: secret, AllowSetID: acc.allowSetID,
 		Watcher: kind})
 	if err != nil {
