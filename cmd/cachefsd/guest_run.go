@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -58,24 +59,25 @@ func (g *guestFlags) run(fs *cachefs.FS, srv *fuse.Server, mnt, source string, d
 		return err
 	}
 	r := &guestRun{fs: fs, srv: srv, mnt: abs, source: source, disconnect: disconnect}
-	err = r.serve(g.ctl)
+	err = r.serve(g.ctl, g.metrics)
 	r.done()
 	g.removeStateDir(fs, mnt)
 	return err
 }
 
-// serve serves the control socket and waits until the mount ends.
-func (r *guestRun) serve(ctl string) error {
+// serve serves the control socket, and the metrics if asked, and waits
+// until the mount ends.
+func (r *guestRun) serve(ctl, metrics string) error {
 	sigs := make(chan os.Signal, 3) // caught before the socket, which tells the mount is up
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	l, err := upstream.Listen("unix://" + ctl)
+	l, err := r.listen(ctl, metrics)
 	if err != nil {
 		if r.unmount(0) != nil {
 			r.unmount(unix.MNT_DETACH)
 		}
 		r.srv.Wait()
-		return fmt.Errorf("control socket: %w", err)
+		return err
 	}
 	defer l.Close() // which removes the socket
 	go r.fs.ServeControl(l)
@@ -83,6 +85,23 @@ func (r *guestRun) serve(ctl string) error {
 	log.Printf("cachefsd: ready: %s mounted at %s, control socket %s", r.source, r.mnt, ctl)
 	r.srv.Wait()
 	return nil
+}
+
+// listen listens on the control socket and, if asked, serves the
+// metrics on their address.
+func (r *guestRun) listen(ctl, metrics string) (net.Listener, error) {
+	if metrics != "" {
+		ml, err := net.Listen("tcp", metrics)
+		if err != nil {
+			return nil, fmt.Errorf("--metrics: %w", err)
+		}
+		go serveMetrics(ml, r.fs)
+	}
+	l, err := upstream.Listen("unix://" + ctl)
+	if err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	return l, nil
 }
 
 // done ends the host connection, once.

@@ -29,6 +29,7 @@ type guestFlags struct {
 	stateDir    string
 	secretFile  string
 	pprof       string
+	metrics     string // metrics.go
 	uring       string // auto, on or off (uring.go)
 }
 
@@ -41,6 +42,7 @@ func (g *guestFlags) register(fl *flag.FlagSet) {
 	fl.DurationVar(&g.cacheTTL, "cache-ttl", 30*time.Second, "longest a cached subtree trusts metadata without news from the host")
 	fl.IntVar(&g.limits.DirBytes, "cache-dir-bytes", 64<<20, "bound on cached names and listings, bytes")
 	fl.IntVar(&g.limits.AttrBytes, "cache-attr-bytes", 16<<20, "bound on cached attributes, bytes")
+	fl.StringVar(&g.metrics, "metrics", "", "serve Prometheus metrics of what ctl stats shows on http://ADDR/metrics (e.g. 127.0.0.1:9464)")
 	fl.StringVar(&g.pprof, "pprof", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6060)")
 	fl.StringVar(&g.secretFile, "secret-file", "", "file holding the secret shared with the host (as serve's --secret-file)")
 	fl.StringVar(&g.stateDir, "state-dir", "", "write-back journal of delegated subtrees, kept across restarts (default: under "+defaultStateDir()+", one per mountpoint)")
