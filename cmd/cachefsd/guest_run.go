@@ -60,6 +60,7 @@ func (g *guestFlags) run(fs *cachefs.FS, srv *fuse.Server, mnt, source string, d
 	}
 	r := &guestRun{fs: fs, srv: srv, mnt: abs, source: source, disconnect: disconnect}
 	err = r.serve(g.ctl, g.metrics)
+	log.Printf("cachefsd: %s is unmounted", r.mnt)
 	r.done()
 	g.removeStateDir(fs, mnt)
 	return err
@@ -82,6 +83,7 @@ func (r *guestRun) serve(ctl, metrics string) error {
 	defer l.Close() // which removes the socket
 	go r.fs.ServeControl(l)
 	go r.onSignals(sigs)
+	notifyReady() // first: a mount helper's daemon then logs to its log
 	log.Printf("cachefsd: ready: %s mounted at %s, control socket %s", r.source, r.mnt, ctl)
 	r.srv.Wait()
 	return nil

@@ -6,6 +6,9 @@ import (
 )
 
 func main() {
+	if isMountHelper(os.Args[0]) {
+		exit(mountHelper(os.Args[1:]))
+	}
 	if len(os.Args) < 2 {
 		fmt.Fprint(os.Stderr, usage())
 		os.Exit(2)
@@ -20,6 +23,8 @@ func main() {
 		err = local(os.Args[2:])
 	case "ctl":
 		err = ctl(os.Args[2:])
+	case "mount-helper":
+		err = mountHelper(os.Args[2:])
 	case "version", "--version", "-version":
 		fmt.Println(versionString())
 	case "help", "-h", "--help":
@@ -27,8 +32,14 @@ func main() {
 	default:
 		err = fmt.Errorf("unknown command %q\n%s", os.Args[1], usage())
 	}
+	exit(err)
+}
+
+// exit exits, with status 1 and the error if there is one.
+func exit(err error) {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cachefsd:", err)
 		os.Exit(1)
 	}
+	os.Exit(0)
 }

@@ -16,6 +16,9 @@ const usageHead = `usage:
   cachefsd local --export DIR [guest flags] MOUNTPOINT
   cachefsd ctl [--socket PATH] [--json] COMMAND
   cachefsd version, cachefsd --version
+  cachefsd mount-helper ADDR MOUNTPOINT [-sfnv] [-o OPTIONS]
+      (mount.fuse.cachefs, as mount -t fuse.cachefs runs it; OPTIONS are
+      guest flags by name, mode= for --default-mode, log=PATH)
 
 serve exports a host directory; mount mounts one in a guest; local runs
 both in one process; ctl talks to a running mount or local.
@@ -47,12 +50,18 @@ func usage() string {
 // (mount's, with local's --export) and of ctl.
 func commandFlags() []*flag.FlagSet {
 	serve, _ := newServeFlags()
-	guest := flag.NewFlagSet("mount and local", flag.ContinueOnError)
+	guest := guestFlagSet()
 	guest.String("upstream", "", "mount: host server address (required)")
 	guest.String("export", "", "local: directory to export (required)")
-	(&guestFlags{}).register(guest)
 	ctl, _, _ := newCtlFlags()
 	return []*flag.FlagSet{serve, guest, ctl}
+}
+
+// guestFlagSet returns the flags mount and local share.
+func guestFlagSet() *flag.FlagSet {
+	fl := flag.NewFlagSet("mount and local", flag.ContinueOnError)
+	(&guestFlags{}).register(fl)
+	return fl
 }
 
 // printFlags prints the flags of fl, with two dashes, each with its
