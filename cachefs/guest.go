@@ -55,6 +55,7 @@ type Guest struct {
 	cached  *conn               // nil until a cached registration needs it
 	applied []bound             // binds made on the mountpoint, in order
 	closed  bool
+	unwatch *os.File // closed to stop watching the main mount (guest_watch.go)
 }
 
 // conn is a connection other than the main one.
@@ -75,13 +76,19 @@ func NewGuest(main *FS, o GuestOptions) (*Guest, error) {
 	}
 	clearStale(o.RunDir)
 	mnt := main.opts.Mountpoint
+	id, err := mountID(mnt)
+	if err != nil {
+		return nil, fmt.Errorf("cachefs: the mount at %s: %w", mnt, err)
+	}
 	root, err := cloneAt(mnt, filepath.Join(o.RunDir, "main"))
 	if err != nil {
 		return nil, fmt.Errorf("cachefs: a view of the main connection: %w", err)
 	}
 	main.actRoot.Store(filepath.Join(o.RunDir, "main"))
-	return &Guest{main: main, opts: o, mainRoot: root, mnt: mnt,
-		regs: consistency.NewPolicy(main.policy.Default()), legacy: map[uint64]uint64{}}, nil
+	g := &Guest{main: main, opts: o, mainRoot: root, mnt: mnt,
+		regs: consistency.NewPolicy(main.policy.Default()), legacy: map[uint64]uint64{}}
+	g.startWatchMain(id)
+	return g, nil
 }
 
 // clearStale detaches what a killed daemon left mounted in runDir: its
@@ -245,7 +252,13 @@ func (g *Guest) mountConn(fs *FS, name string, mount func(*FS, string, MountOpti
 func (g *Guest) Close() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.closed {
+		return nil
+	}
 	g.closed = true
+	if g.unwatch != nil {
+		g.unwatch.Close()
+	}
 	g.detach("")
 	g.main.actRoot.Store(g.mnt)
 	unix.Close(g.mainRoot)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 
 	"github.com/cachefs/cachefs/internal/fuseuring"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -68,6 +69,12 @@ func baseMountOptions(o MountOptions) *fuse.MountOptions {
 
 // serve mounts raw, the connection of fs, at dir and serves it.
 func serve(raw fuse.RawFileSystem, fs *FS, dir string, opts *fuse.MountOptions, uring bool) (*fuse.Server, error) {
+	if fs.up.Hello().ReadOnly {
+		// The host refuses every change: the kernel does too, without
+		// asking, and /proc/mounts says ro.
+		opts.Options = append(opts.Options, "ro")
+		opts.DirectMountFlags = syscall.MS_NOSUID | syscall.MS_NODEV | syscall.MS_RDONLY
+	}
 	if abs, err := filepath.Abs(dir); err == nil {
 		fs.opts.Mountpoint = abs
 	}

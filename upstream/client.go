@@ -135,6 +135,7 @@ func (c *Client) dial(ctx context.Context) (net.Conn, error) {
 
 // connect dials and shakes hands, installing the new connection.
 func (c *Client) connect(ctx context.Context) error {
+	start := time.Now()
 	conn, err := c.dial(ctx)
 	if err != nil {
 		return err
@@ -147,7 +148,7 @@ func (c *Client) connect(ctx context.Context) error {
 			cc.send(Header{Kind: KindError}, &ErrorMsg{Text: "guest: " + err.Error()})
 		}
 		cc.close(err)
-		return fmt.Errorf("handshake with %s: %w", c.opts.Addr, err)
+		return fmt.Errorf("handshake with %s: %w", c.opts.Addr, handshakeErr(ctx, start, err))
 	}
 	c.install(cc, resp)
 	return nil

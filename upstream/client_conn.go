@@ -134,13 +134,18 @@ func (cc *clientConn) send(h Header, msg any) error {
 
 func (cc *clientConn) readLoop() {
 	fr := newFrameReader(cc.conn, MaxFrame)
-	for {
+	fr.r.Peek(4)
+	first, _ := fr.r.Peek(min(fr.r.Buffered(), 40)) // for firstFrameErr
+	first = append([]byte(nil), first...)
+	for n := 0; ; n++ {
 		h, payload, err := fr.next()
-		if err != nil {
-			cc.close(err)
-			return
+		if err == nil {
+			err = cc.dispatch(h, payload)
 		}
-		if err := cc.dispatch(h, payload); err != nil {
+		if err != nil && n == 0 {
+			err = firstFrameErr(first, h, err)
+		}
+		if err != nil {
 			cc.close(err)
 			return
 		}

@@ -2,15 +2,20 @@ package upstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/mdlayher/vsock"
+	"golang.org/x/sys/unix"
 )
 
 // Address forms accepted by Listen and Dial:
@@ -102,9 +107,18 @@ func Listen(addr string) (net.Listener, error) {
 }
 
 // listenUnix creates a unix socket that only its owner may connect to.
+// A socket a live process accepts on is refused, so that a second daemon
+// cannot cut the first off; a stale one, which nothing accepts on any
+// more, is replaced. The socket's directory is locked meanwhile, so that
+// two daemons starting at once do not both replace it.
 func listenUnix(path string) (net.Listener, error) {
-	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
-		os.Remove(path) // stale socket from an earlier run
+	unlock, err := lockDir(filepath.Dir(path))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := removeStale(path); err != nil {
+		return nil, err
 	}
 	old := syscall.Umask(0177) // no window in which others may connect
 	l, err := net.Listen("unix", path)
@@ -117,6 +131,53 @@ func listenUnix(path string) (net.Listener, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// removeStale removes the socket at path if nothing accepts on it, and
+// fails if something does or path is not a socket.
+func removeStale(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.Mode()&os.ModeSocket == 0 {
+		return fmt.Errorf("%s exists and is not a socket", path)
+	}
+	c, err := net.DialTimeout("unix", path, time.Second)
+	switch {
+	case err == nil:
+		c.Close()
+		return fmt.Errorf("socket %s is in use by a running process (another cachefsd?)", path)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return os.Remove(path) // its daemon is gone
+	case errors.Is(err, syscall.ENOENT):
+		return nil
+	case errors.Is(err, syscall.EAGAIN), errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Errorf("socket %s is in use by a running process (busy: %v)", path, err)
+	}
+	return fmt.Errorf("socket %s: %w (not replaced)", path, err)
+}
+
+// lockDir takes an exclusive flock on directory dir until unlock.
+func lockDir(dir string) (unlock func(), err error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("socket directory %s: %w", dir, err)
+	}
+	for {
+		err = unix.Flock(fd, unix.LOCK_EX)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("locking %s: %w", dir, err)
+	}
+	return func() { unix.Close(fd) }, nil
 }
 
 // Dial connects to addr.

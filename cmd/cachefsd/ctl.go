@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,13 +18,48 @@ import (
 	"github.com/cachefs/cachefs/cachefs"
 )
 
+// ctlCommands are ctl's subcommands, for its usage.
+var ctlCommands = []struct{ use, what string }{
+	{"stats", "requests by op with latencies, caches, host events, write-back"},
+	{"ping", "a round trip to the host"},
+	{"modes", "the registrations: id, mode, path, references"},
+	{"register --mode MODE PATH", "give the subtree at PATH (relative: to the working directory) a mode: consistent, cached or delegated; prints its id"},
+	{"unregister ID", "drop a registration; a delegated subtree's last one is written back first"},
+	{"flush [PATH]", "write delegated changes back, waiting for the host"},
+}
+
+// newCtlFlags returns ctl's flag set and its flags.
+func newCtlFlags() (fl *flag.FlagSet, sock *string, asJSON *bool) {
+	fl = flag.NewFlagSet("ctl", flag.ExitOnError)
+	sock = fl.String("socket", defaultCtlSocket(), "control socket path")
+	asJSON = fl.Bool("json", false, "print the raw JSON answer")
+	fl.Usage = func() { fmt.Fprint(fl.Output(), ctlUsage(fl)) }
+	return fl, sock, asJSON
+}
+
+// ctlUsage returns ctl's usage: its subcommands and flags.
+func ctlUsage(fl *flag.FlagSet) string {
+	var b strings.Builder
+	b.WriteString("usage: cachefsd ctl [--socket PATH] [--json] COMMAND\n\ncommands:\n")
+	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	for _, c := range ctlCommands {
+		fmt.Fprintf(w, "  %s\t%s\n", c.use, c.what)
+	}
+	w.Flush()
+	b.WriteString("\nflags:\n")
+	printFlags(&b, fl)
+	return b.String()
+}
+
 func ctl(args []string) error {
-	fl := flag.NewFlagSet("ctl", flag.ExitOnError)
-	sock := fl.String("socket", defaultCtlSocket(), "control socket path")
-	asJSON := fl.Bool("json", false, "print the raw JSON answer")
+	fl, sock, asJSON := newCtlFlags()
 	fl.Parse(args)
 	if fl.NArg() < 1 {
-		return fmt.Errorf("ctl needs a command: stats, ping, modes, register, unregister, flush")
+		return fmt.Errorf("ctl needs a command\n%s", ctlUsage(fl))
+	}
+	if fl.Arg(0) == "help" {
+		fmt.Print(ctlUsage(fl))
+		return nil
 	}
 	req, err := ctlRequest(fl.Args())
 	if err != nil {
@@ -50,7 +86,11 @@ func ctlRequest(args []string) (*cachefs.CtlRequest, error) {
 		if fl.NArg() != 1 || *mode == "" {
 			return nil, fmt.Errorf("usage: ctl register --mode MODE PATH")
 		}
-		req.Mode, req.Path = *mode, fl.Arg(0)
+		path, err := registerPath(fl.Arg(0))
+		if err != nil {
+			return nil, err
+		}
+		req.Mode, req.Path = *mode, path
 	case "flush":
 		if len(args) > 2 {
 			return nil, fmt.Errorf("usage: ctl flush [PATH]")
@@ -69,6 +109,20 @@ func ctlRequest(args []string) (*cachefs.CtlRequest, error) {
 		req.ID = id
 	}
 	return req, nil
+}
+
+// registerPath resolves a path given to register against the caller's
+// working directory (the daemon resolves only absolute ones, against its
+// mountpoint) and checks that it exists.
+func registerPath(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(abs); err != nil {
+		return "", fmt.Errorf("register: %w", err)
+	}
+	return abs, nil
 }
 
 // ctlCall sends one request to a daemon's control socket.
@@ -106,6 +160,9 @@ func printCtl(req *cachefs.CtlRequest, resp *cachefs.CtlResponse) {
 	case "flush":
 		fmt.Println("everything is on the host")
 	case "modes":
+		if len(resp.Registrations) == 0 {
+			fmt.Println("nothing registered: every path has the default mode (mount's --default-mode)")
+		}
 		for _, r := range resp.Registrations {
 			fmt.Printf("%d\t%s\t/%s\t(refs %d)\n", r.ID, r.Mode, r.Path, r.Refs)
 		}

@@ -81,6 +81,9 @@ func TestCtlCommands(t *testing.T) {
 		t.Fatalf("Mkdir: %v", err)
 	}
 	startGuest(t, "local", p.mnt, p.ctl, "local", "--export", p.export)
+	if out := ctlOK(t, p.ctl, "modes"); !strings.HasPrefix(out, "nothing registered") {
+		t.Errorf("ctl modes with nothing registered: %q, want \"nothing registered...\"", out)
+	}
 
 	out := ctlOK(t, p.ctl, "ping")
 	m := pingRe.FindStringSubmatch(out)
@@ -141,7 +144,7 @@ func checkCtlErrors(t *testing.T, ctl, sub, goneID string) {
 		want string
 	}{
 		{[]string{"register", "--mode", "bogus", sub}, `unknown consistency mode "bogus"`},
-		{[]string{"register", "--mode", "cached", "/not/under/the/mount"}, "is not under the mountpoint"},
+		{[]string{"register", "--mode", "cached", "/"}, "/ is not under the mountpoint"},
 		{[]string{"unregister", goneID}, "no registration " + goneID},
 		{[]string{"unregister", "x"}, `bad id "x"`},
 	} {

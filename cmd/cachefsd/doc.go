@@ -2,4 +2,24 @@
 // directories, `mount` mounts one in a guest, `local` runs both in one
 // process, and `ctl` talks to a running guest daemon's control socket
 // (stats, ping, modes, register, unregister, flush). See the README.
+//
+// # Files
+//
+//   - main.go, usage.go, version.go: commands, the usage made from their
+//     flag sets, --version.
+//   - serve.go, access.go: the host side.
+//   - mount.go: the guest side's flags, mount and local.
+//   - guest_check.go: the guest's arguments, checked before anything
+//     connects or mounts.
+//   - guest_run.go: a mounted guest until it ends: control socket,
+//     metrics (metrics.go), readiness (notify.go), stopping in steps on
+//     signals (holders.go names who keeps a mount busy), and what is
+//     left afterwards (guest_state.go: the default state directory goes
+//     unless it keeps changes not written back).
+//   - mount_helper.go: mount.fuse.cachefs, for mount(8) and fstab.
+//   - ctl.go: the control client.
+//   - uring.go: --uring.
+//
+// Unix sockets a live process accepts on are refused, stale ones
+// replaced (upstream.Listen).
 package main

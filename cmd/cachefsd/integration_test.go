@@ -238,14 +238,21 @@ func startGuest(t *testing.T, name, mnt, ctl string, argv ...string) *daemon {
 	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
 	argv = append(append([]string{cachefsdBin}, argv...), "--ctl", ctl, mnt)
 	d := startDaemon(t, name, argv...)
+	waitMounted(t, d, mnt, ctl)
+	return d
+}
+
+// waitMounted waits until guest daemon d has mounted mnt, which is when
+// its control socket ctl appears.
+func waitMounted(t *testing.T, d *daemon, mnt, ctl string) {
+	t.Helper()
 	waitFor(t, 15*time.Second, "the mount", func() bool { return isSocket(ctl) || d.exited() })
 	if d.exited() {
-		t.Fatalf("%s exited: %s", name, d.out.String())
+		t.Fatalf("%s exited: %s", d.name, d.out.String())
 	}
 	if !isMounted(t, mnt) {
 		t.Fatalf("%s not in /proc/self/mountinfo", mnt)
 	}
-	return d
 }
 
 // startMount runs `cachefsd mount` of the server on sock with the

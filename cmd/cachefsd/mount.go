@@ -8,18 +8,14 @@ import (
 	"net/http"
 	_ "net/http/pprof"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/cachefs/cachefs/cachefs"
 	"github.com/cachefs/cachefs/consistency"
 	"github.com/cachefs/cachefs/internal/harness"
 	"github.com/cachefs/cachefs/upstream"
-	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
 // guestFlags are the flags of the guest side, shared by mount and local.
@@ -33,6 +29,7 @@ type guestFlags struct {
 	stateDir    string
 	secretFile  string
 	pprof       string
+	metrics     string // metrics.go
 	uring       string // auto, on or off (uring.go)
 	oneConn     bool
 }
@@ -46,6 +43,7 @@ func (g *guestFlags) register(fl *flag.FlagSet) {
 	fl.DurationVar(&g.cacheTTL, "cache-ttl", 30*time.Second, "longest a cached subtree trusts metadata without news from the host")
 	fl.IntVar(&g.limits.DirBytes, "cache-dir-bytes", 64<<20, "bound on cached names and listings, bytes")
 	fl.IntVar(&g.limits.AttrBytes, "cache-attr-bytes", 16<<20, "bound on cached attributes, bytes")
+	fl.StringVar(&g.metrics, "metrics", "", "serve Prometheus metrics of what ctl stats shows on http://ADDR/metrics (e.g. 127.0.0.1:9464)")
 	fl.StringVar(&g.pprof, "pprof", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6060)")
 	fl.StringVar(&g.secretFile, "secret-file", "", "file holding the secret shared with the host (as serve's --secret-file)")
 	fl.BoolVar(&g.oneConn, "one-connection", false, "serve every mode over the one kernel connection at the mountpoint, instead of each registered mode over a connection of its own")
@@ -65,8 +63,7 @@ func defaultStateDir() string {
 // options returns the filesystem's options for a mount at mnt.
 func (g *guestFlags) options(c *upstream.Client, pol *consistency.Policy, mnt string) cachefs.Options {
 	if g.stateDir == "" {
-		abs, _ := filepath.Abs(mnt)
-		g.stateDir = filepath.Join(defaultStateDir(), strings.ReplaceAll(strings.Trim(abs, "/"), "/", "_"))
+		g.stateDir = stateDirFor(mnt)
 	}
 	return cachefs.Options{Client: c, Policy: pol, CacheTTL: g.cacheTTL, CacheLimits: g.limits, StateDir: g.stateDir}
 }
@@ -102,8 +99,8 @@ func parseGuest(cmd string, args []string, reqVal *string, req, usage string) (*
 	g := &guestFlags{}
 	g.register(fl)
 	fl.Parse(args)
-	if *reqVal == "" || fl.NArg() != 1 {
-		return nil, nil, nil, fmt.Errorf("%s needs --%s and a mountpoint", cmd, req)
+	if err := checkGuestArgs(cmd, req, *reqVal, fl.Args()); err != nil {
+		return nil, nil, nil, err
 	}
 	pol, err := g.policy()
 	if g.pprof != "" {
@@ -142,24 +139,17 @@ func mount(args []string) error {
 	mo := cachefs.MountOptions{Debug: g.debug, Name: addr, URing: uring}
 	srv, err := cachefs.Mount(fs, fl.Arg(0), mo)
 	if err != nil {
+		g.removeStateDir(fs, fl.Arg(0))
 		return err
 	}
 	guest, err := cachefs.NewGuest(fs, cachefs.GuestOptions{RunDir: filepath.Join(g.stateDir, "conn"), Mount: mo,
 		OneConnection: g.oneConn})
 	if err != nil {
 		srv.Unmount()
+		g.removeStateDir(fs, fl.Arg(0))
 		return err
 	}
-	return runGuest(guest, srv, g.ctl, func() error {
-		// With the host gone, requests in flight would hold the unmount
-		// up to the reconnect bound: fail them after a grace period.
-		t := time.AfterFunc(5*time.Second, func() { c.Close() })
-		defer t.Stop()
-		if err := guest.Close(); err != nil {
-			log.Printf("cachefsd: %v", err)
-		}
-		return srv.Unmount()
-	})
+	return g.run(guest, srv, fl.Arg(0), addr, func() { c.Close() })
 }
 
 func local(args []string) error {
@@ -180,8 +170,7 @@ func local(args []string) error {
 	if err != nil {
 		return err
 	}
-	log.Printf("cachefsd: %s mounted at %s", export, fl.Arg(0))
-	return runGuest(env.Guest, env.Mount, g.ctl, env.Close)
+	return g.run(env.Guest, env.Mount, fl.Arg(0), export, env.Disconnect)
 }
 
 // localOptions returns the host and guest of `cachefsd local`, in one
@@ -193,34 +182,4 @@ func (g *guestFlags) localOptions(export, mnt string, pol *consistency.Policy, s
 	return harness.Options{Export: export, Mountpoint: mnt, FS: fo, OneConnection: g.oneConn,
 		Server:    upstream.ServerOptions{Secret: secret, Unwatched: []string{fo.StateDir}},
 		LinkDelay: g.linkDelay, Debug: g.debug, Logf: log.Printf}
-}
-
-// runGuest serves the control socket and waits until the mount ends,
-// by a signal (which unmounts) or by an external umount.
-func runGuest(guest *cachefs.Guest, srv *fuse.Server, ctlPath string, stop func() error) error {
-	l, err := upstream.Listen("unix://" + ctlPath)
-	if err != nil {
-		stop()
-		return fmt.Errorf("control socket: %w", err)
-	}
-	defer os.Remove(ctlPath)
-	defer l.Close()
-	go guest.ServeControl(l)
-	go stopOnSignal(func() {
-		if failed := guest.Main().WriteBack(); len(failed) > 0 {
-			log.Printf("cachefsd: %d changes could not be written back: %+v", len(failed), failed)
-		}
-		if err := stop(); err != nil {
-			log.Printf("cachefsd: unmount: %v", err)
-		}
-	})
-	srv.Wait()
-	return nil
-}
-
-func stopOnSignal(stop func()) {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
-	<-ch
-	stop()
 }

@@ -4,33 +4,56 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/cachefs/cachefs/invalidation"
 	"github.com/cachefs/cachefs/upstream"
 )
 
-func serve(args []string) error {
+// serveFlags are serve's flags.
+type serveFlags struct {
+	export, listen string
+	ro             bool
+	maxFDs         int
+	acc            accessFlags
+	watcher        string
+}
+
+// newServeFlags returns serve's flag set, which fills sf.
+func newServeFlags() (*flag.FlagSet, *serveFlags) {
 	fl := flag.NewFlagSet("serve", flag.ExitOnError)
-	export := fl.String("export", "", "directory to export (required)")
-	listen := fl.String("listen", "", "address to listen on (required)")
-	ro := fl.Bool("read-only", false, "refuse every change")
-	maxFDs := fl.Int("max-fds", 0, "bound on cached fds (0: half the open-file limit)")
-	var acc accessFlags
-	acc.register(fl)
-	watcher := fl.String("watcher", "auto", "how watched subtrees are watched: auto, inotify or fanotify")
+	sf := &serveFlags{}
+	fl.StringVar(&sf.export, "export", "", "directory to export (required)")
+	fl.StringVar(&sf.listen, "listen", "", "address to listen on (required)")
+	fl.BoolVar(&sf.ro, "read-only", false, "refuse every change (guests mount it read-only)")
+	fl.IntVar(&sf.maxFDs, "max-fds", 0, "bound on cached fds (0: half the open-file limit)")
+	sf.acc.register(fl)
+	fl.StringVar(&sf.watcher, "watcher", "auto", "how watched subtrees are watched: auto, inotify or fanotify")
+	setUsage(fl, "serve --export DIR --listen ADDR [flags]")
+	return fl, sf
+}
+
+func serve(args []string) error {
+	fl, sf := newServeFlags()
 	fl.Parse(args)
+	export, listen, acc := &sf.export, &sf.listen, &sf.acc
 	if *export == "" || *listen == "" {
 		return fmt.Errorf("serve needs --export and --listen")
+	}
+	if fl.NArg() > 0 {
+		return fmt.Errorf("serve takes no arguments, got %q (flags go first)", fl.Args())
 	}
 	secret, cids, err := acc.check(*listen)
 	if err != nil {
 		return err
 	}
-	kind, err := invalidation.ParseKind(*watcher)
+	kind, err := invalidation.ParseKind(sf.watcher)
 	if err != nil {
 		return err
 	}
-	srv, err := upstream.NewServer(upstream.ServerOptions{Export: *export, ReadOnly: *ro, MaxFDs: *maxFDs,
+	srv, err := upstream.NewServer(upstream.ServerOptions{Export: *export, ReadOnly: sf.ro, MaxFDs: sf.maxFDs,
 		Secret: secret, AllowSetID: acc.allowSetID,
 		Watcher: kind})
 	if err != nil {
@@ -51,4 +74,11 @@ func serve(args []string) error {
 	}
 	go stopOnSignal(func() { l.Close(); srv.Close() })
 	return srv.Serve(l)
+}
+
+func stopOnSignal(stop func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	<-ch
+	stop()
 }

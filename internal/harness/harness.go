@@ -146,6 +146,14 @@ func (e *Env) Close() error {
 		}
 		e.Mount = nil
 	}
+	e.Disconnect()
+	return err
+}
+
+// Disconnect closes the client and stops the server, leaving the mount
+// to the caller (cachefsd local unmounts it itself): requests still
+// waiting for the host fail.
+func (e *Env) Disconnect() {
 	if e.Client != nil {
 		e.Client.Close()
 		e.Client = nil
@@ -161,7 +169,6 @@ func (e *Env) Close() error {
 	if e.tmp != "" {
 		os.RemoveAll(e.tmp)
 	}
-	return err
 }
 
 // unmount retries while the mount is busy for a moment after use, then
