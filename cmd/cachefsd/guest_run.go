@@ -42,10 +42,10 @@ var errGone = errors.New("already unmounted")
 type guestRun struct {
 	guest      *cachefs.Guest // immutable
 	fs         *cachefs.FS    // immutable: the guest's main connection
-	srv        *fuse.Server // immutable
-	mnt        string       // immutable: the absolute mountpoint
-	source     string       // immutable: what is mounted, for the log
-	disconnect func()       // ends the host connection; run once, by done
+	srv        *fuse.Server   // immutable
+	mnt        string         // immutable: the absolute mountpoint
+	source     string         // immutable: what is mounted, for the log
+	disconnect func()         // ends the host connection; run once, by done
 
 	once sync.Once
 	mu   sync.Mutex // protects gone
