@@ -167,7 +167,11 @@ func (e *Env) Disconnect() {
 		e.Server = nil
 	}
 	if e.tmp != "" {
-		os.RemoveAll(e.tmp)
+		// One entry at a time, never recursively: a connection's mount
+		// under conn/ that could not be taken down leads to the export.
+		os.Remove(filepath.Join(e.tmp, "s"))
+		os.Remove(filepath.Join(e.tmp, "conn"))
+		os.Remove(e.tmp)
 	}
 }
 
