@@ -47,15 +47,18 @@ func (g *Guest) watchMain(mnt uint64, stop *os.File) {
 	defer f.Close()
 	fds := []unix.PollFd{{Fd: int32(f.Fd()), Events: unix.POLLPRI}, {Fd: int32(stop.Fd()), Events: unix.POLLIN}}
 	for {
-		if _, err := unix.Poll(fds, -1); err != nil && err != unix.EINTR {
-			return
-		}
-		if fds[1].Revents != 0 {
-			return
-		}
+		// Checked first, and every few seconds besides: a change before
+		// the file was opened does not wake the poll, nor, seen once
+		// under load, did every change after.
 		if !mounted(mnt) {
 			g.main.opts.Logf("cachefs: %s was unmounted: taking the registrations' views down", g.mnt)
 			g.Close()
+			return
+		}
+		if _, err := unix.Poll(fds, 2000); err != nil && err != unix.EINTR {
+			return
+		}
+		if fds[1].Revents != 0 {
 			return
 		}
 	}
