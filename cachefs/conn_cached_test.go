@@ -69,6 +69,24 @@ func containerView(t *testing.T, env *harness.Env, path string) string {
 	return dir
 }
 
+// startCachedSrc starts an env whose export has src/ with files, and
+// registers src cached; it returns the env and src on the host.
+func startCachedSrc(t *testing.T, files map[string]string) (*harness.Env, string) {
+	t.Helper()
+	env := harness.Start(t, harness.Options{})
+	dir := filepath.Join(env.Export, "src")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	registerCached(t, env, "src")
+	return env, dir
+}
+
 // A warm walk and read of a cached registration is answered by the
 // guest kernel alone: no FUSE request, no upstream message.
 func TestCachedConnWarmWalkSendsNothing(t *testing.T) {
@@ -122,11 +140,7 @@ func TestConsistentSubtreeStillAsks(t *testing.T) {
 
 // A host edit shows through the cached view by invalidation.
 func TestCachedConnSeesHostEdit(t *testing.T) {
-	env := harness.Start(t, harness.Options{})
-	dir := filepath.Join(env.Export, "src")
-	os.MkdirAll(dir, 0o755)
-	os.WriteFile(filepath.Join(dir, "f"), []byte("one"), 0o644)
-	registerCached(t, env, "src")
+	env, dir := startCachedSrc(t, map[string]string{"f": "one"})
 	p := filepath.Join(env.Mountpoint, "src", "f")
 	if b, err := os.ReadFile(p); err != nil || string(b) != "one" {
 		t.Fatalf("read: %q, %v", b, err)
@@ -147,11 +161,7 @@ func TestCachedConnSeesHostEdit(t *testing.T) {
 // A write through the consistent connection is seen through the cached
 // view of the same file before the write returns.
 func TestCachedConnSeesConsistentWrite(t *testing.T) {
-	env := harness.Start(t, harness.Options{})
-	dir := filepath.Join(env.Export, "src")
-	os.MkdirAll(dir, 0o755)
-	os.WriteFile(filepath.Join(dir, "f"), []byte("one"), 0o644)
-	registerCached(t, env, "src")
+	env, _ := startCachedSrc(t, map[string]string{"f": "one"})
 	// The main connection as no bind covers it.
 	mainRoot, err := unix.Open(filepath.Join(env.Guest.RunDir(), "main"), unix.O_PATH|unix.O_DIRECTORY, 0)
 	if err != nil {
@@ -244,12 +254,7 @@ func sameFS(t *testing.T, a, b string) bool {
 // A host file open for reading in the guest, and unlinked or replaced
 // through the cached view before it was read, stays readable.
 func TestCachedConnUnlinkedHostFileReadable(t *testing.T) {
-	env := harness.Start(t, harness.Options{})
-	dir := filepath.Join(env.Export, "src")
-	os.MkdirAll(dir, 0o755)
-	os.WriteFile(filepath.Join(dir, "f"), []byte("host data"), 0o644)
-	os.WriteFile(filepath.Join(dir, "g"), []byte("replaced"), 0o644)
-	registerCached(t, env, "src")
+	env, _ := startCachedSrc(t, map[string]string{"f": "host data", "g": "replaced"})
 	view := containerView(t, env, "src")
 	f, err := os.Open(filepath.Join(view, "f"))
 	if err != nil {
@@ -283,12 +288,8 @@ func TestCachedConnUnlinkedHostFileReadable(t *testing.T) {
 // Host changes raise inotify events in a container's view of a cached
 // registration, and the actuation alters nothing on the host.
 func TestCachedConnInotifySeesHostChanges(t *testing.T) {
-	env := harness.Start(t, harness.Options{})
-	host := filepath.Join(env.Export, "w")
-	os.MkdirAll(host, 0o755)
-	os.WriteFile(filepath.Join(host, "f"), []byte("x"), 0o644)
-	registerCached(t, env, "w")
-	guest := containerView(t, env, "w")
+	env, host := startCachedSrc(t, map[string]string{"f": "x"})
+	guest := containerView(t, env, "src")
 	os.ReadDir(guest)
 	wait := inotifyWatch(t, guest)
 	os.WriteFile(filepath.Join(host, "c"), []byte("x"), 0o644)
@@ -300,7 +301,7 @@ func TestCachedConnInotifySeesHostChanges(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(host, "f")); string(got) != "appended" {
 		t.Errorf("host file is %q after the actuator ran, want it untouched", got)
 	}
-	if _, err := os.Stat(filepath.Join(env.Export, "w", "c")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(host, "c")); !os.IsNotExist(err) {
 		t.Errorf("host c after the actuator ran: %v, want gone", err)
 	}
 }
@@ -327,11 +328,7 @@ func restartServer(t *testing.T, env *harness.Env) {
 // found again in the new session, host changes made meanwhile show, and
 // the registration's bind is still in place.
 func TestCachedConnAcrossServerRestart(t *testing.T) {
-	env := harness.Start(t, harness.Options{})
-	dir := filepath.Join(env.Export, "src")
-	os.MkdirAll(dir, 0o755)
-	os.WriteFile(filepath.Join(dir, "f"), []byte("before"), 0o644)
-	registerCached(t, env, "src")
+	env, dir := startCachedSrc(t, map[string]string{"f": "before"})
 	view := containerView(t, env, "src")
 	if b, err := os.ReadFile(filepath.Join(view, "f")); err != nil || string(b) != "before" {
 		t.Fatalf("read: %q, %v", b, err)
