@@ -191,11 +191,11 @@ func printStats(st *cachefs.Stats) {
 	e := st.Events
 	fmt.Printf("host events: %d batches, %d events, %d overflows, %d actuated (%d failed); visibility p50 %v p90 %v p99 %v max %v\n",
 		e.Batches, e.Events, e.Overflows, e.Actuated, e.ActuateErrors, e.P50, e.P90, e.P99, e.P100)
-	printKernel(st.Kernel)
-	if st.URing {
-		fmt.Printf("transport: io_uring, %d requests over the rings\n", st.RingRequests)
-	} else {
-		fmt.Println("transport: /dev/fuse")
+	fmt.Print("main connection: ")
+	printConn(st)
+	if c := st.Cached; c != nil {
+		fmt.Printf("cached connection (locks guest-local): %d nodes; cache %d hits, %d misses; ", c.Nodes, c.Cache.Hits, c.Cache.Misses)
+		printConn(c)
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "op\tcount\tp50\tp90\tp98\tp100\t")
@@ -203,6 +203,16 @@ func printStats(st *cachefs.Stats) {
 		fmt.Fprintf(w, "%s\t%d\t%v\t%v\t%v\t%v\t\n", o.Op, o.Count, o.P50, o.P90, o.P98, o.P100)
 	}
 	w.Flush()
+}
+
+// printConn prints a connection's transport and FUSE requests.
+func printConn(st *cachefs.Stats) {
+	if st.URing {
+		fmt.Printf("io_uring, %d requests over the rings; ", st.RingRequests)
+	} else {
+		fmt.Print("/dev/fuse; ")
+	}
+	printKernel(st.Kernel)
 }
 
 // printKernel prints the FUSE requests by opcode, most frequent first.

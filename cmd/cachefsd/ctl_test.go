@@ -56,7 +56,10 @@ func (s guestStats) kernelCount(op string) uint64 {
 	return 0
 }
 
-var kernelLineRe = regexp.MustCompile(`(?m)^kernel requests [1-9][0-9]*: .*getattr [1-9]`)
+var (
+	kernelLineRe = regexp.MustCompile(`(?m)^main connection: .*kernel requests [1-9][0-9]*: .*getattr [1-9]`)
+	cachedLineRe = regexp.MustCompile(`(?m)^cached connection .*kernel requests [1-9][0-9]*: `)
+)
 
 // hostReads counts the reads that went upstream, through a handle or
 // by node.
@@ -114,8 +117,8 @@ func TestCtlCommands(t *testing.T) {
 	if got := ctlStats(t, p.ctl).kernelCount("GETATTR") - before; got < 3 {
 		t.Errorf("ctl stats: %d kernel GETATTR requests counted for 3 stats of a consistent mount, want >= 3", got)
 	}
-	if out := ctlOK(t, p.ctl, "stats"); !kernelLineRe.MatchString(out) {
-		t.Errorf("ctl stats has no \"kernel requests N: getattr M, ...\" line:\n%s", out)
+	if out := ctlOK(t, p.ctl, "stats"); !kernelLineRe.MatchString(out) || !cachedLineRe.MatchString(out) {
+		t.Errorf("ctl stats has no \"main connection: ... kernel requests N: getattr M, ...\" line, or no cached connection's after a cached registration:\n%s", out)
 	}
 	ctlOK(t, p.ctl, "unregister", id)
 	if modes := ctlOK(t, p.ctl, "modes"); hasRegistration(modes, id) {
