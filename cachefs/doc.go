@@ -3,6 +3,21 @@
 // where the node's consistency mode allows, and forwards the rest to the
 // host through an upstream.Client.
 //
+// # Connections
+//
+// A Guest (guest.go) is one daemon's set of kernel connections over one
+// upstream session (docs/connections.md). The main connection, an FS
+// mounted with Mount at the mountpoint, serves the default mode; a
+// cached registration binds the subtree from the cached mode's own
+// connection (MountCached: an FS whose policy caches every path, served
+// through cachedConn, conn_cached.go), which answers OPEN, OPENDIR,
+// FLUSH and CREATE with ENOSYS so that the guest kernel answers opens,
+// closes and warm reads alone. Registrations are binds of open_tree
+// clones, stacked deepest on top (guest_bind.go). The connections share
+// host events, and a change through one reaches the others before it is
+// answered (peers.go). Names are invalidated with FUSE_EXPIRE_ONLY so
+// that the binds on them stay (notify_expire.go).
+//
 // # Nodes and handles
 //
 // The kernel knows nodes by a guest-assigned nodeid (nodes.go); each
