@@ -1,0 +1,100 @@
+package overlay
+
+import (
+	"syscall"
+)
+
+// maxSettle bounds the rescans of a pass for changes made while it
+// scanned.
+const maxSettle = 8
+
+// pass scans, plans and sends once.
+func (e *Engine) pass(full, blind bool) sendOut {
+	var ch changes
+	if e.w != nil {
+		ch = e.w.take()
+	}
+	full = full || ch.full
+	sc := newScan(e.o.Upper, e.st, e.w)
+	sc.root()
+	if full {
+		sc.dir("", true)
+	}
+	for _, d := range ch.dirs {
+		sc.dir(d, false)
+	}
+	modified := ch.modified
+	settled := e.settle(sc, &modified)
+	for d, err := range sc.errs {
+		e.o.Logf("overlay: scanning %s/%s: %v", e.o.Upper, d, err)
+	}
+	p := newPlanner(sc, e.o.Prefix, modified, blind)
+	p.keepGone = !settled
+	groups := p.plan()
+	out := sendGroups(e.ctx, e.o.Send, groups)
+	e.afterPass(p, out, full)
+	return out
+}
+
+// settle rescans the directories changed while the pass scanned, until
+// none did: a move's events come together, so after it every object
+// moved out of a scanned directory was seen where it went. It reports
+// false if changes kept coming.
+func (e *Engine) settle(sc *scan, modified *map[string]bool) bool {
+	if e.w == nil {
+		return true
+	}
+	for i := 0; i < maxSettle; i++ {
+		if !e.w.read() {
+			return true
+		}
+		ch := e.w.take()
+		if ch.full {
+			e.w.full = true // rescanned by the next pass
+			return false
+		}
+		for p := range ch.modified {
+			(*modified)[p] = true
+		}
+		for _, d := range ch.dirs {
+			sc.rescan(d)
+		}
+	}
+	return false
+}
+
+// afterPass saves the state and notes the pass's failures.
+func (e *Engine) afterPass(p *planner, out sendOut, full bool) {
+	records := -1
+	if len(p.commits) > 0 {
+		n, err := saveState(e.st, e.o.State)
+		if err != nil {
+			e.o.Logf("overlay: saving %s: %v", e.o.State, err)
+		}
+		records = n
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if full && out.err == nil {
+		clear(e.failures)
+	}
+	for _, path := range out.ok {
+		delete(e.failures, path)
+	}
+	for _, f := range out.failed {
+		e.failures[f.Path] = f
+	}
+	for _, d := range p.devices {
+		e.failures[d] = Failure{Path: d, Op: "mknod", Errno: syscall.EPERM}
+	}
+	s := &e.stats
+	s.Passes++
+	if full {
+		s.FullPasses++
+	}
+	s.Ops += uint64(out.ops)
+	s.Bytes += uint64(out.bytes)
+	if records >= 0 {
+		s.StateRecords = records
+	}
+}
