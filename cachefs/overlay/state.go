@@ -13,14 +13,14 @@ import (
 
 // record is what the host holds at one path.
 type record struct {
-	Kind     kind
-	Ino      uint64 // the upper inode it was made from; 0: unknown
-	Ctime    int64  // the upper inode's ctime when written
-	Size     int64  // and its size and mtime
-	Mtime    int64
-	Data     bool   // the data was the upper file's (not metacopy)
-	Xattrs   bool   // xattrs were set on it
-	Origin   string // the lower path it was moved from on the host, if moved
+	Kind   kind
+	Ino    uint64 // the upper inode it was made from; 0: unknown
+	Ctime  int64  // the upper inode's ctime when written
+	Size   int64  // and its size and mtime
+	Mtime  int64
+	Data   bool   // the data was the upper file's (not metacopy)
+	Xattrs bool   // xattrs were set on it
+	Origin string // the lower path it was moved from on the host, if moved
 }
 
 // hnode is one path of the host state.
