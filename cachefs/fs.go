@@ -32,6 +32,10 @@ type Options struct {
 	StateDir string
 	// WritebackLimits bound what waits for write-back.
 	WritebackLimits WritebackLimits
+	// Overlays serves delegated registrations as overlays over a cached
+	// view, written back from their upper directories in StateDir
+	// (overlay_glue.go). False: delegated subtrees are FUSE's.
+	Overlays bool
 	// NoActuator turns off raising inotify events in the guest for host
 	// changes; caches are still invalidated.
 	NoActuator bool
@@ -64,6 +68,7 @@ type FS struct {
 	actPending actPending
 	watches    watchSet
 	wb         *writeback       // nil without a state directory
+	ovl        *overlays        // nil without Options.Overlays
 	ttl        time.Duration    // immutable
 	rings      *fuseuring.Rings // set by Mount before the first request; nil without URing
 
@@ -106,6 +111,9 @@ func New(opts Options) (*FS, error) {
 			return nil, err
 		}
 		fs.wb = wb
+	}
+	if err := fs.startOverlays(); err != nil {
+		return nil, err
 	}
 	fs.watchDefault()
 	if fs.wb != nil {

@@ -266,6 +266,9 @@ func (p *planner) collectRemovals() {
 
 // host returns the export path of a subtree path.
 func (p *planner) host(rel string) string {
+	if rel == "" {
+		return p.prefix
+	}
 	return child(p.prefix, rel)
 }
 

@@ -159,7 +159,9 @@ func (p *planner) entry(a *action) {
 		})
 	}
 	if !(a.rec.Ino == e.ino && a.rec.Kind == e.kind && a.rec.Ctime == e.ctime) {
-		p.create(g, a)
+		if path != "" { // the root is there
+			p.create(g, a)
+		}
 		if p.needsXattrs(a) {
 			g.add(upstream.WBOp{Kind: upstream.WBXattrs, Path: p.host(path), Data: upstream.EncodeXattrs(e.xattrs)})
 		}

@@ -34,6 +34,7 @@ type guestFlags struct {
 	secretFile  string
 	pprof       string
 	uring       string // auto, on or off (uring.go)
+	overlay     bool
 }
 
 func (g *guestFlags) register(fl *flag.FlagSet) {
@@ -47,6 +48,7 @@ func (g *guestFlags) register(fl *flag.FlagSet) {
 	fl.IntVar(&g.limits.AttrBytes, "cache-attr-bytes", 16<<20, "bound on cached attributes, bytes")
 	fl.StringVar(&g.pprof, "pprof", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6060)")
 	fl.StringVar(&g.secretFile, "secret-file", "", "file holding the secret shared with the host (as serve's --secret-file)")
+	fl.BoolVar(&g.overlay, "overlay", false, "serve delegated subtrees as overlays over a cached view, written back from the state directory (docs/overlay.md)")
 	fl.StringVar(&g.stateDir, "state-dir", "", "write-back journal of delegated subtrees, kept across restarts (default: under "+defaultStateDir()+", one per mountpoint)")
 }
 
@@ -66,7 +68,8 @@ func (g *guestFlags) options(c *upstream.Client, pol *consistency.Policy, mnt st
 		abs, _ := filepath.Abs(mnt)
 		g.stateDir = filepath.Join(defaultStateDir(), strings.ReplaceAll(strings.Trim(abs, "/"), "/", "_"))
 	}
-	return cachefs.Options{Client: c, Policy: pol, CacheTTL: g.cacheTTL, CacheLimits: g.limits, StateDir: g.stateDir}
+	return cachefs.Options{Client: c, Policy: pol, CacheTTL: g.cacheTTL, CacheLimits: g.limits, StateDir: g.stateDir,
+		Overlays: g.overlay}
 }
 
 // secret reads --secret-file; nil without one.
@@ -197,6 +200,9 @@ func runGuest(fs *cachefs.FS, srv *fuse.Server, ctlPath string, stop func() erro
 	go stopOnSignal(func() {
 		if failed := fs.WriteBack(); len(failed) > 0 {
 			log.Printf("cachefsd: %d changes could not be written back: %+v", len(failed), failed)
+		}
+		if err := fs.CloseOverlays(); err != nil {
+			log.Printf("cachefsd: overlays: %v", err)
 		}
 		if err := stop(); err != nil {
 			log.Printf("cachefsd: unmount: %v", err)

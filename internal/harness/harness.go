@@ -119,9 +119,12 @@ func (e *Env) Close() error {
 	var err error
 	if e.FS != nil {
 		e.FS.WriteBack() // a clean shutdown leaves nothing in the journal
+		err = e.FS.CloseOverlays()
 	}
 	if e.Mount != nil {
-		err = unmount(e.Mount, e.Mountpoint)
+		if uerr := unmount(e.Mount, e.Mountpoint); uerr != nil {
+			err = uerr
+		}
 		e.Mount = nil
 	}
 	if e.Client != nil {
