@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cachefs/cachefs/cachefs/overlay"
 	"github.com/cachefs/cachefs/consistency"
@@ -25,7 +26,8 @@ import (
 
 // overlays are the FS's overlay registrations.
 type overlays struct {
-	dir string // immutable: <StateDir>/overlay
+	dir    string        // immutable: <StateDir>/overlay
+	gather time.Duration // tests: overlay.Config.Gather
 
 	mu      sync.Mutex // protects the following
 	byID    map[uint64]*ovlReg
@@ -141,7 +143,7 @@ func (fs *FS) openOverlay(id uint64, path string) (*overlay.Overlay, error) {
 	}
 	target := filepath.Join(fs.opts.Mountpoint, path)
 	return overlay.Open(overlay.Config{Dir: dir, Lower: target, Target: target, Prefix: path,
-		Send: fs.overlaySend, Logf: fs.opts.Logf})
+		Send: fs.overlaySend, Gather: fs.ovl.gather, Logf: fs.opts.Logf})
 }
 
 // unregisterOverlay drops a delegated registration served by an

@@ -25,11 +25,18 @@ type dataReader struct {
 	done  bool
 }
 
-func openData(file, hostPath string) (*dataReader, error) {
-	f, err := os.Open(file)
+// openData opens upper file rel beneath upper.
+func openData(upper, rel, hostPath string) (*dataReader, error) {
+	dfd, name, err := openParent(upper, rel)
 	if err != nil {
-		return nil, unwrap(err)
+		return nil, err
 	}
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	unix.Close(dfd)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), name)
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()

@@ -25,13 +25,10 @@ func (e *Engine) pass(full, blind bool) sendOut {
 	}
 	modified := ch.modified
 	settled := e.settle(sc, &modified)
-	for d, err := range sc.errs {
-		e.o.Logf("overlay: scanning %s/%s: %v", e.o.Upper, d, err)
-	}
 	p := newPlanner(sc, e.o.Prefix, modified, blind)
 	p.keepGone = !settled
 	groups := p.plan()
-	out := sendGroups(e.ctx, e.o.Send, groups)
+	out := sendGroups(e.ctx, e.o.Upper, e.o.Send, groups)
 	e.afterPass(p, out, full)
 	return out
 }
@@ -86,6 +83,14 @@ func (e *Engine) afterPass(p *planner, out sendOut, full bool) {
 	}
 	for _, d := range p.devices {
 		e.failures[d] = Failure{Path: d, Op: "mknod", Errno: syscall.EPERM}
+	}
+	for path, err := range p.sc.errs {
+		errno, ok := err.(syscall.Errno)
+		if !ok {
+			errno = syscall.EIO
+		}
+		e.failures[path] = Failure{Path: path, Op: "scan", Errno: errno}
+		e.o.Logf("overlay: reading %s in %s: %v", path, e.o.Upper, err)
 	}
 	s := &e.stats
 	s.Passes++

@@ -229,9 +229,13 @@ func TestSparseAndXattrRemoval(t *testing.T) {
 
 func readDir(t *testing.T, dir string) []string {
 	t.Helper()
-	names, err := readNames(dir)
+	des, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	var names []string
+	for _, de := range des {
+		names = append(names, de.Name())
 	}
 	return names
 }

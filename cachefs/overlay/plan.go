@@ -2,7 +2,6 @@ package overlay
 
 import (
 	"cmp"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,7 +36,7 @@ import (
 // when the op is sent.
 type step struct {
 	op   upstream.WBOp
-	file string // WBWrite: the upper file to read (full path)
+	file string // WBWrite: the upper file to read, relative to the upper root
 }
 
 // group is the ops about one path; they succeed or fail together.
@@ -188,7 +187,7 @@ func (p *planner) stillThere(path string, ino uint64) bool {
 		return false
 	}
 	var st unix.Stat_t
-	return unix.Lstat(filepath.Join(p.sc.upper, path), &st) == nil && st.Ino == ino
+	return lstatAt(p.sc.upper, path, &st) == nil && st.Ino == ino
 }
 
 // byRedirect finds the lower object overlayfs moved to a changed entry.
@@ -237,7 +236,12 @@ func (p *planner) redirectOf(dir string) string {
 	if e := p.sc.changed[dir]; e != nil {
 		return e.redirect
 	}
-	v, _ := getXattr(filepath.Join(p.sc.upper, dir), xattrRedirect)
+	dfd, name, err := openParent(p.sc.upper, dir)
+	if err != nil {
+		return ""
+	}
+	defer unix.Close(dfd)
+	v, _ := getXattr(fdPath(dfd, name), xattrRedirect)
 	return string(v)
 }
 

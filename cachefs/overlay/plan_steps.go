@@ -1,7 +1,6 @@
 package overlay
 
 import (
-	"path/filepath"
 
 	"github.com/cachefs/cachefs/upstream"
 )
@@ -205,8 +204,7 @@ func (p *planner) create(g *group, a *action) {
 			op.Flags = 0 // the host's file is this one: written in place
 		}
 		g.add(op)
-		g.steps = append(g.steps, step{op: upstream.WBOp{Kind: upstream.WBWrite, Path: hp},
-			file: filepath.Join(p.sc.upper, a.e.path)})
+		g.steps = append(g.steps, step{op: upstream.WBOp{Kind: upstream.WBWrite, Path: hp}, file: a.e.path})
 		return
 	default:
 		return

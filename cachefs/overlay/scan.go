@@ -2,7 +2,6 @@ package overlay
 
 import (
 	"os"
-	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -27,45 +26,69 @@ type scan struct {
 
 func newScan(upper string, st *hostState, w *watcher) *scan {
 	return &scan{upper: upper, state: st, w: w, changed: map[string]*entry{}, gone: map[string]bool{},
-		scanned: map[string]bool{}, errs: map[string]error{}, ino: map[uint64]string{}}
+		scanned: map[string]bool{}, errs: map[string]error{}}
 }
 
 // root compares the upper root's own attributes with its record.
 func (s *scan) root() {
-	e, err := statEntry(s.upper, "")
+	fd, err := openDir(s.upper, "")
+	if err != nil {
+		s.errs[""] = err
+		return
+	}
+	defer unix.Close(fd)
+	e, err := statEntry(fd, "", "")
 	if err != nil {
 		s.errs[""] = err
 		return
 	}
 	if !unchanged(&s.state.root.rec, e) {
-		s.add(e)
+		s.add(fd, "", e)
 	}
 }
 
 // dir scans directory rel; whole: its subdirectories too.
 func (s *scan) dir(rel string, whole bool) {
-	if done, ok := s.scanned[rel]; ok && (done || !whole) {
+	if !s.needs(rel, whole) {
 		return
 	}
-	s.scanned[rel] = whole
-	full := filepath.Join(s.upper, rel)
-	if s.w != nil {
-		if err := s.w.add(rel); err != nil && err != unix.ENOENT && err != unix.ENOTDIR {
-			s.errs[rel] = err
-		}
-	}
-	names, err := readNames(full)
+	fd, err := openDir(s.upper, rel)
 	if err != nil {
 		if err != unix.ENOENT && err != unix.ENOTDIR {
 			s.errs[rel] = err
 		}
 		return // moved or gone since marked: its parent's scan finds where
 	}
+	defer unix.Close(fd)
+	s.scanFD(fd, rel, whole)
+}
+
+// needs reports whether rel is still to scan (whole), and notes it.
+func (s *scan) needs(rel string, whole bool) bool {
+	if done, ok := s.scanned[rel]; ok && (done || !whole) {
+		return false
+	}
+	s.scanned[rel] = whole
+	return true
+}
+
+// scanFD scans the directory open as fd.
+func (s *scan) scanFD(fd int, rel string, whole bool) {
+	if s.w != nil {
+		if err := s.w.add(fd, rel); err != nil {
+			s.errs[rel] = err
+		}
+	}
+	names, err := readNames(fd)
+	if err != nil {
+		s.errs[rel] = err
+		return
+	}
 	hd := s.state.find(rel)
 	present := map[string]bool{}
 	for _, name := range names {
 		present[name] = true
-		s.entry(hd, child(rel, name), whole)
+		s.entry(fd, hd, rel, name, whole)
 	}
 	if hd != nil {
 		for name := range hd.children {
@@ -78,15 +101,13 @@ func (s *scan) dir(rel string, whole bool) {
 
 // rescan scans directory rel again: it changed since it was scanned.
 func (s *scan) rescan(rel string) {
-	for _, m := range []map[string]bool{s.gone} {
-		for p := range m {
-			if parentPath(p) == rel {
-				delete(m, p)
-			}
+	for p := range s.gone {
+		if parentPath(p) == rel {
+			delete(s.gone, p)
 		}
 	}
 	for p := range s.changed {
-		if parentPath(p) == rel && p != "" {
+		if p != "" && parentPath(p) == rel {
 			delete(s.changed, p)
 		}
 	}
@@ -95,34 +116,52 @@ func (s *scan) rescan(rel string) {
 	s.dir(rel, whole)
 }
 
-// entry looks at one entry of a scanned directory.
-func (s *scan) entry(hd *hnode, rel string, whole bool) {
-	e, err := statEntry(filepath.Join(s.upper, rel), rel)
+// entry looks at name in the directory rel open as dfd.
+func (s *scan) entry(dfd int, hd *hnode, dir, name string, whole bool) {
+	rel := child(dir, name)
+	e, err := statEntry(dfd, name, rel)
 	if err != nil {
-		return // gone since listed: its directory is dirty again
+		s.noteErr(rel, err)
+		return
 	}
 	var rec *record
 	if hd != nil {
-		if n := hd.children[filepath.Base(rel)]; n != nil {
+		if n := hd.children[name]; n != nil {
 			rec = &n.rec
 		}
 	}
 	if rec == nil || !unchanged(rec, e) {
-		s.add(e)
+		s.add(dfd, name, e)
 	}
-	if e.kind == kDir {
-		s.dir(rel, whole || rec == nil || rec.Ino != e.ino)
+	if e.kind != kDir {
+		return
 	}
+	sub := whole || rec == nil || rec.Ino != e.ino
+	if !s.needs(rel, sub) {
+		return
+	}
+	cfd, err := openChild(dfd, name)
+	if err != nil {
+		return
+	}
+	s.scanFD(cfd, rel, sub)
+	unix.Close(cfd)
 }
 
 // add notes a changed entry, with its details.
-func (s *scan) add(e *entry) {
-	if err := e.details(filepath.Join(s.upper, e.path)); err != nil {
-		return // changed under the scan: its directory is dirty again
+func (s *scan) add(dfd int, name string, e *entry) {
+	if err := e.details(dfd, name); err != nil {
+		s.noteErr(e.path, err)
+		return
 	}
 	s.changed[e.path] = e
-	if indexed(e.kind) {
-		s.ino[e.ino] = e.path
+}
+
+// noteErr notes an error reading rel, but ENOENT: what went since it
+// was listed has its directory marked dirty again.
+func (s *scan) noteErr(rel string, err error) {
+	if err != unix.ENOENT {
+		s.errs[rel] = err
 	}
 }
 
@@ -134,16 +173,6 @@ func unchanged(rec *record, e *entry) bool {
 		return false
 	}
 	return e.kind == kWhiteout || (rec.Ino == e.ino && rec.Ctime == e.ctime)
-}
-
-func readNames(dir string) ([]string, error) {
-	f, err := os.Open(dir)
-	if err != nil {
-		return nil, unwrap(err)
-	}
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
-	return names, unwrap(err)
 }
 
 // unwrap returns the errno inside an os error.

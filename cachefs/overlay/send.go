@@ -41,6 +41,7 @@ type sendOut struct {
 }
 
 type sender struct {
+	upper  string
 	ctx    context.Context
 	send   Sender
 	groups []*group
@@ -52,8 +53,8 @@ type sender struct {
 }
 
 // sendGroups sends groups and reports what happened.
-func sendGroups(ctx context.Context, send Sender, groups []*group) sendOut {
-	s := &sender{ctx: ctx, send: send, groups: groups, errnos: make([]syscall.Errno, len(groups))}
+func sendGroups(ctx context.Context, upper string, send Sender, groups []*group) sendOut {
+	s := &sender{upper: upper, ctx: ctx, send: send, groups: groups, errnos: make([]syscall.Errno, len(groups))}
 	for gi := 0; gi < len(groups) && s.out.err == nil; gi++ {
 		s.group(gi)
 	}
@@ -80,7 +81,7 @@ func (s *sender) group(gi int) {
 
 // data queues the write ops of a file's data.
 func (s *sender) data(gi int, st step) error {
-	r, err := openData(st.file, st.op.Path)
+	r, err := openData(s.upper, st.file, st.op.Path)
 	if err != nil {
 		return err
 	}

@@ -51,10 +51,16 @@ type entry struct {
 	target   string           // a symlink's
 }
 
-// statEntry stats path (full) as the entry rel.
-func statEntry(full, rel string) (*entry, error) {
+// statEntry stats name in dfd ("": dfd itself) as the entry rel.
+func statEntry(dfd int, name, rel string) (*entry, error) {
 	var st unix.Stat_t
-	if err := unix.Lstat(full, &st); err != nil {
+	var err error
+	if name == "" {
+		err = unix.Fstat(dfd, &st)
+	} else {
+		err = unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+	}
+	if err != nil {
 		return nil, err
 	}
 	e := &entry{path: rel, ino: st.Ino, nlink: uint64(st.Nlink), mode: st.Mode, uid: st.Uid, gid: st.Gid,
@@ -84,16 +90,18 @@ func kindOf(mode uint32, rdev uint64) kind {
 }
 
 // details reads what a changed entry needs beyond its stat: overlayfs's
-// marks, the xattrs to write back and a symlink's target.
-func (e *entry) details(full string) error {
+// marks, the xattrs to write back and a symlink's target. name is in
+// directory dfd ("": dfd itself).
+func (e *entry) details(dfd int, name string) error {
 	if e.kind == kWhiteout || e.kind == kDevice {
 		return nil
 	}
 	if e.kind == kSymlink {
-		t, err := readlink(full)
+		t, err := readlinkAt(dfd, name)
 		e.target = t
 		return err
 	}
+	full := fdPath(dfd, name)
 	names, err := listXattr(full)
 	if err != nil {
 		return err
@@ -145,9 +153,9 @@ func writtenBack(name string) bool {
 	return true
 }
 
-func readlink(full string) (string, error) {
+func readlinkAt(dfd int, name string) (string, error) {
 	buf := make([]byte, unix.PathMax)
-	n, err := unix.Readlink(full, buf)
+	n, err := unix.Readlinkat(dfd, name, buf)
 	if err != nil {
 		return "", err
 	}

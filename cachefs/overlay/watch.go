@@ -2,7 +2,6 @@ package overlay
 
 import (
 	"encoding/binary"
-	"path/filepath"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -21,7 +20,7 @@ import (
 
 const watchMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MODIFY | unix.IN_ATTRIB |
 	unix.IN_MOVED_FROM | unix.IN_MOVED_TO | unix.IN_CLOSE_WRITE | unix.IN_DELETE_SELF |
-	unix.IN_ONLYDIR | unix.IN_DONT_FOLLOW | unix.IN_EXCL_UNLINK
+	unix.IN_ONLYDIR | unix.IN_EXCL_UNLINK
 
 // wdir is a watched directory.
 type wdir struct {
@@ -52,7 +51,12 @@ func newWatcher(upper string) (*watcher, error) {
 	}
 	w := &watcher{fd: fd, upper: upper, byWd: map[int32]*wdir{}, moves: map[uint32]*wdir{},
 		dirty: map[*wdir]bool{}, modified: map[*wdir]map[string]bool{}, buf: make([]byte, 64<<10)}
-	if err := w.add(""); err != nil {
+	root, err := openDir(upper, "")
+	if err == nil {
+		err = w.add(root, "")
+		unix.Close(root)
+	}
+	if err != nil {
 		unix.Close(fd)
 		return nil, err
 	}
@@ -61,10 +65,10 @@ func newWatcher(upper string) (*watcher, error) {
 
 func (w *watcher) close() { unix.Close(w.fd) }
 
-// add watches the directory rel, placing it in the tree there (it may
-// have been watched elsewhere before a move).
-func (w *watcher) add(rel string) error {
-	wd, err := unix.InotifyAddWatch(w.fd, filepath.Join(w.upper, rel), watchMask)
+// add watches the directory rel, open as dfd, placing it in the tree
+// there (it may have been watched elsewhere before a move).
+func (w *watcher) add(dfd int, rel string) error {
+	wd, err := unix.InotifyAddWatch(w.fd, fdPath(dfd, ""), watchMask)
 	if err != nil {
 		return err
 	}
