@@ -1,7 +1,6 @@
 package overlay
 
 import (
-
 	"github.com/cachefs/cachefs/upstream"
 )
 
