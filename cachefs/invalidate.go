@@ -39,8 +39,11 @@ func (fs *FS) notifyKernel(ids []uint64, names []kernelName) {
 	for _, id := range ids {
 		srv.InodeNotify(id, 0, 0)
 	}
+	mounts := fs.overlayMountNames()
 	for _, kn := range names {
-		srv.EntryNotify(kn.parent, kn.name)
+		if !mounts[kn] {
+			srv.EntryNotify(kn.parent, kn.name)
+		}
 	}
 }
 

@@ -253,3 +253,31 @@ func (fs *FS) CloseOverlays() error {
 	}
 	return first
 }
+
+// overlayMountNames returns the names the kernel must keep for the
+// overlays: the components of each overlay's path. Invalidating one
+// (NOTIFY_INVAL_ENTRY, d_invalidate in the kernel) would detach the
+// overlays mounted beneath it.
+func (fs *FS) overlayMountNames() map[kernelName]bool {
+	if fs.ovl == nil {
+		return nil
+	}
+	fs.ovl.mu.Lock()
+	paths := make([]string, 0, len(fs.ovl.byPath))
+	for p := range fs.ovl.byPath {
+		paths = append(paths, p)
+	}
+	fs.ovl.mu.Unlock()
+	out := map[kernelName]bool{}
+	for _, p := range paths {
+		n := fs.nodes.get(rootID)
+		for _, name := range strings.Split(p, "/") {
+			if n == nil || name == "" {
+				break
+			}
+			out[kernelName{n.id, name}] = true
+			n = fs.nodes.child(n, name)
+		}
+	}
+	return out
+}

@@ -98,10 +98,15 @@ func TestOverlayRenamedLowerDirectory(t *testing.T) {
 	readWant(t, filepath.Join(mnt, "d2/inner/g"), "g")
 	readWant(t, filepath.Join(mnt, "d2/file2"), "file")
 	env.FS.Register("elsewhere", consistency.Cached) // drops every name the kernel caches
+	if !isOverlay(t, mnt) {
+		t.Fatalf("the overlay went when the kernel was told to drop the names above it")
+	}
 	readWant(t, filepath.Join(mnt, "d2/f"), "f")
 	readWant(t, filepath.Join(mnt, "d2/inner/g"), "g")
 	readWant(t, filepath.Join(mnt, "d2/file2"), "file")
-	env.Close()
+	if err := env.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
 	env = overlayEnv(t, export, state, "sub")
 	mnt = filepath.Join(env.Mountpoint, "sub")
 	readWant(t, filepath.Join(mnt, "d2/f"), "f")
