@@ -75,6 +75,16 @@ type flushReq struct {
 // Start loads the state and starts writing back: the first pass
 // rescans everything.
 func Start(o Options) (*Engine, error) {
+	e, err := newEngine(o)
+	if err != nil {
+		return nil, err
+	}
+	go e.run()
+	return e, nil
+}
+
+// newEngine makes an engine whose goroutine is not started.
+func newEngine(o Options) (*Engine, error) {
 	if o.Logf == nil {
 		o.Logf = log.Printf
 	}
@@ -97,7 +107,6 @@ func Start(o Options) (*Engine, error) {
 		return nil, err
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
-	go e.run()
 	return e, nil
 }
 

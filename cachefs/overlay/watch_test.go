@@ -1,0 +1,76 @@
+package overlay
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/cachefs/cachefs/upstream"
+)
+
+// passEngine is an engine that watches f's upper directory and whose
+// passes the test runs itself, on its own goroutine.
+func passEngine(t *testing.T, f *fixture) *Engine {
+	t.Helper()
+	e, err := newEngine(Options{Upper: f.upper, State: f.state, Send: f.h.send, Watch: true, Logf: t.Logf})
+	if err != nil {
+		t.Fatalf("newEngine: %v", err)
+	}
+	t.Cleanup(e.closeFDs)
+	e.ctx = context.Background()
+	e.pass(true, true)
+	f.h.take()
+	return e
+}
+
+// TestWatchedPass: a pass rescans the directories the watcher saw
+// change, including new ones made inside them and a directory moved.
+func TestWatchedPass(t *testing.T) {
+	f := newFixture(t)
+	os.MkdirAll(filepath.Join(f.upper, "a/b"), 0o755)
+	e := passEngine(t, f)
+	f.upperFile("a/b/new/deep/file", "deep")
+	os.Rename(filepath.Join(f.upper, "a/b"), filepath.Join(f.upper, "moved"))
+	f.upperFile("moved/file2", "2")
+	e.w.read()
+	e.pass(false, false)
+	f.wantHost("moved/new/deep/file", "deep")
+	f.wantHost("moved/file2", "2")
+	f.wantHost("a/b", "-")
+	if ops := f.h.take(); count(ops, upstream.WBWrite) != 2 {
+		t.Errorf("ops %+v, want two writes", ops)
+	}
+}
+
+// TestOverflowRescans: changes whose events were lost are found by the
+// pass after a queue overflow, which rescans everything; a pass with
+// no event finds nothing.
+func TestOverflowRescans(t *testing.T) {
+	f := newFixture(t)
+	os.MkdirAll(filepath.Join(f.upper, "d"), 0o755)
+	e := passEngine(t, f)
+	f.upperFile("d/lost", "lost")
+	e.w.read()
+	e.w.take() // the events are lost
+	e.pass(false, false)
+	f.wantHost("d/lost", "-")
+	e.w.event(-1, 0x4000 /* IN_Q_OVERFLOW */, 0, "")
+	e.pass(false, false)
+	f.wantHost("d/lost", "lost")
+}
+
+// TestWriteHints: a write that leaves a file's size and mtime as they
+// were is sent because the watcher saw it (IN_MODIFY).
+func TestWriteHints(t *testing.T) {
+	f := newFixture(t)
+	f.upperFile("f", "aaaa")
+	e := passEngine(t, f)
+	p := filepath.Join(f.upper, "f")
+	fi, _ := os.Stat(p)
+	os.WriteFile(p, []byte("bbbb"), 0o644)
+	os.Chtimes(p, fi.ModTime(), fi.ModTime())
+	e.w.read()
+	e.pass(false, false)
+	f.wantHost("f", "bbbb")
+}
