@@ -239,3 +239,24 @@ func readDir(t *testing.T, dir string) []string {
 	}
 	return names
 }
+
+// TestInodeReusedForAnotherKind: a symlink made where a file was
+// written back, with the file's inode number (ext4 hands a freed inode
+// out again at once; tar makes a placeholder file for each symlink and
+// replaces it at the end), is a new object: the host gets the symlink.
+func TestInodeReusedForAnotherKind(t *testing.T) {
+	f := newFixture(t)
+	f.hostFile("x", "")
+	os.Symlink("target", filepath.Join(f.upper, "x"))
+	var st unix.Stat_t
+	unix.Lstat(filepath.Join(f.upper, "x"), &st)
+	s := newHostState()
+	s.set("x", record{Kind: kFile, Ino: st.Ino, Ctime: 1, Data: true})
+	if _, err := saveState(s, f.state); err != nil {
+		t.Fatal(err)
+	}
+	f.flush()
+	if target, err := os.Readlink(filepath.Join(f.h.export, "x")); target != "target" {
+		t.Errorf("host x: %q, %v; want a symlink to target", target, err)
+	}
+}

@@ -194,7 +194,7 @@ func (p *planner) stillThere(path string, ino uint64) bool {
 func (p *planner) byRedirect(a *action, n *hnode) {
 	lp := p.lowerPath(a.e.path, a.e.redirect)
 	a.origin = lp
-	if n != nil && n.rec.Origin == lp && n.rec.Ino == a.e.ino {
+	if n != nil && n.rec.Origin == lp && a.same() {
 		return
 	}
 	src := p.st.hostOf(lp)
@@ -260,7 +260,7 @@ func (p *planner) collectRemovals() {
 		}
 	}
 	for _, a := range p.acts {
-		if a.e.kind == kDir && a.e.opaque && a.from == "" && a.rec.Ino != a.e.ino {
+		if a.e.kind == kDir && a.e.opaque && a.from == "" && !a.same() {
 			p.removals = append(p.removals, a.e.path)
 		}
 	}

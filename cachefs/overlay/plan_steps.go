@@ -156,7 +156,7 @@ func (p *planner) entry(a *action) {
 			}
 		})
 	}
-	if !(a.rec.Ino == e.ino && a.rec.Kind == e.kind && a.rec.Ctime == e.ctime) {
+	if !(a.same() && a.rec.Ctime == e.ctime) {
 		if path != "" { // the root is there
 			p.create(g, a)
 		}
@@ -178,7 +178,8 @@ func (p *planner) entry(a *action) {
 func (p *planner) commitRecord(path string, moved *hnode, r record) {
 	p.commits = append(p.commits, func() {
 		n := p.st.find(path)
-		if n != nil && n != moved && n.parent != nil && (r.Kind != kDir || n.rec.Kind != kUnknown && n.rec.Ino != r.Ino) {
+		other := n != nil && n.rec.Kind != kUnknown && (n.rec.Ino != r.Ino || n.rec.Kind != r.Kind)
+		if n != nil && n != moved && n.parent != nil && (r.Kind != kDir || other) {
 			p.st.remove(n)
 		}
 		p.st.set(path, r)
@@ -188,7 +189,7 @@ func (p *planner) commitRecord(path string, moved *hnode, r record) {
 // create adds the ops that make e at its path, if the host lacks it.
 func (p *planner) create(g *group, a *action) {
 	e, hp := a.e, p.host(a.e.path)
-	isNew := a.from == "" && a.rec.Ino != e.ino
+	isNew := a.from == "" && !a.same()
 	op := upstream.WBOp{Path: hp, Mode: e.mode & 07777, Uid: e.uid, Gid: e.gid, Flags: upstream.WBReplace}
 	switch {
 	case e.kind == kDir && isNew:
@@ -218,7 +219,7 @@ func (p *planner) needsData(a *action) bool {
 	if e.metacopy {
 		return false
 	}
-	if r.Ino != e.ino || r.Kind != kFile || !r.Data {
+	if !a.same() || !r.Data {
 		return true
 	}
 	if r.Size != e.size || r.Mtime != e.mtime || p.modified[e.path] {
@@ -235,8 +236,12 @@ func (p *planner) needsXattrs(a *action) bool {
 	if e.kind == kSymlink {
 		return false
 	}
-	return len(e.xattrs) > 0 || a.rec.Xattrs || (e.origin && a.rec.Ino != e.ino)
+	return len(e.xattrs) > 0 || a.rec.Xattrs || (e.origin && !a.same())
 }
+
+// same reports whether the record the action starts from is of the
+// entry's own inode (an inode number reused for another kind is not).
+func (a *action) same() bool { return a.rec.Ino == a.e.ino && a.rec.Kind == a.e.kind }
 
 // attrs adds e's owner, mode and times: to g, or for a directory to a
 // group of its own sent after everything in it.

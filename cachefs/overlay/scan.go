@@ -136,7 +136,7 @@ func (s *scan) entry(dfd int, hd *hnode, dir, name string, whole bool) {
 	if e.kind != kDir {
 		return
 	}
-	sub := whole || rec == nil || rec.Ino != e.ino
+	sub := whole || rec == nil || rec.Ino != e.ino || rec.Kind != kDir
 	if !s.needs(rel, sub) {
 		return
 	}
