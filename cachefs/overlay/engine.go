@@ -60,6 +60,7 @@ type Engine struct {
 	closeOnce sync.Once
 
 	st *hostState // owned by run
+	sf *stateFile // owned by run
 	w  *watcher   // owned by run; nil without Watch
 
 	mu       sync.Mutex // protects the following
@@ -91,11 +92,11 @@ func newEngine(o Options) (*Engine, error) {
 	if o.Gather == 0 {
 		o.Gather = 20 * time.Millisecond
 	}
-	st, err := loadState(o.State)
+	st, sf, err := loadState(o.State)
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{o: o, st: st, reqs: make(chan *flushReq, 16), stop: make(chan struct{}),
+	e := &Engine{o: o, st: st, sf: sf, reqs: make(chan *flushReq, 16), stop: make(chan struct{}),
 		done: make(chan struct{}), failures: map[string]Failure{}}
 	if o.Watch {
 		if e.w, err = newWatcher(o.Upper); err != nil {
@@ -145,6 +146,7 @@ func (e *Engine) Close() {
 }
 
 func (e *Engine) closeFDs() {
+	e.sf.close()
 	if e.w != nil {
 		e.w.close()
 	}

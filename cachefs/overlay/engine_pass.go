@@ -62,13 +62,9 @@ func (e *Engine) settle(sc *scan, modified *map[string]bool) bool {
 
 // afterPass saves the state and notes the pass's failures.
 func (e *Engine) afterPass(p *planner, out sendOut, full bool) {
-	records := -1
-	if len(p.commits) > 0 {
-		n, err := saveState(e.st, e.o.State)
-		if err != nil {
-			e.o.Logf("overlay: saving %s: %v", e.o.State, err)
-		}
-		records = n
+	records, err := e.sf.save(e.st)
+	if err != nil {
+		e.o.Logf("overlay: saving %s: %v", e.o.State, err)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -252,7 +252,7 @@ func TestInodeReusedForAnotherKind(t *testing.T) {
 	unix.Lstat(filepath.Join(f.upper, "x"), &st)
 	s := newHostState()
 	s.set("x", record{Kind: kFile, Ino: st.Ino, Ctime: 1, Data: true})
-	if _, err := saveState(s, f.state); err != nil {
+	if err := (&stateFile{path: f.state}).compact(s); err != nil {
 		t.Fatal(err)
 	}
 	f.flush()

@@ -1,6 +1,7 @@
 package overlay
 
 import (
+	"strconv"
 	"strings"
 )
 
@@ -37,6 +38,11 @@ type hostState struct {
 	root     *hnode
 	byIno    map[uint64][]*hnode // files and directories by upper inode
 	byOrigin map[string]*hnode   // moved objects by the lower path they came from
+	// changes are the state file's log lines of the changes made since
+	// the last save (statefile.go); nil while replaying.
+	changes []string
+	logging bool
+	records int // nodes in the tree
 }
 
 func newHostState() *hostState {
@@ -79,6 +85,7 @@ func (s *hostState) node(path string) *hnode {
 	for _, c := range strings.Split(path, "/") {
 		next := n.children[c]
 		if next == nil {
+			s.records++
 			next = &hnode{name: c, parent: n}
 			if n.children == nil {
 				n.children = map[string]*hnode{}
@@ -96,6 +103,7 @@ func (s *hostState) set(path string, r record) {
 	s.unindex(n)
 	n.rec = r
 	s.index(n)
+	s.note(opSet, path, recordFields(&r))
 }
 
 func (s *hostState) index(n *hnode) {
@@ -134,7 +142,11 @@ func (s *hostState) remove(n *hnode) {
 	if n.parent == nil {
 		return
 	}
-	s.walk(n, s.unindex)
+	s.note(opRemove, n.path(), "")
+	s.walk(n, func(m *hnode) {
+		s.unindex(m)
+		s.records--
+	})
 	delete(n.parent.children, n.name)
 	n.parent = nil
 }
@@ -149,9 +161,12 @@ func (s *hostState) walk(n *hnode, f func(*hnode)) {
 
 // move puts n (with what is under it) at path, replacing what is there.
 func (s *hostState) move(n *hnode, path string) {
-	if old := s.find(path); old != nil && old != n {
+	if old := s.find(path); old == n {
+		return
+	} else if old != nil {
 		s.remove(old)
 	}
+	s.note(opMove, n.path(), strconv.Quote(path))
 	dir, name := splitPath(path)
 	p := s.node(dir)
 	if n.parent != nil {
@@ -164,18 +179,16 @@ func (s *hostState) move(n *hnode, path string) {
 	p.children[name] = n
 }
 
-// park takes n (with what is under it) out of the tree, indexes kept,
-// until a move puts it back.
+// park puts n (with what is under it) aside, under a name no path of
+// the subtree has, until a move puts it where it goes.
 func (s *hostState) park(n *hnode) {
-	if n.parent != nil {
-		delete(n.parent.children, n.name)
-		n.parent = nil
-	}
+	s.move(n, "\x00park-"+strconv.FormatUint(n.rec.Ino, 10))
 }
 
 // poison makes n and what is under it unknown: the next pass that
 // looks at them sends them again.
 func (s *hostState) poison(n *hnode) {
+	s.note(opPoison, n.path(), "")
 	s.walk(n, func(m *hnode) {
 		s.unindex(m)
 		m.rec = record{}
