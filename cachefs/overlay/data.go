@@ -10,19 +10,31 @@ import (
 // dataChunk bounds the data of one WBWrite.
 const dataChunk = upstream.MaxIO
 
-// dataReader turns an upper file into WBWrite ops, one per chunk of its
-// data extents (holes are skipped: the first op truncates the host's
-// file to the size, which leaves them holes there too). The file is
-// read when its ops are sent, so they carry its data as it is then; a
-// change after that has a newer ctime and mtime, which the next pass
-// sees.
+// dataReader turns an upper file into write-back ops: the first
+// truncates the host's file to nothing, then a WBWrite per chunk of the
+// file's data extents, then a WBSetattr of the size if the file ends in
+// a hole; so the host's file has the data, and holes where the upper
+// file has them (also where it had data before).
+//
+// The file is read when its ops are sent, so they carry its data as it
+// is then; a later write() has a newer mtime and raises IN_MODIFY,
+// which the next pass sees. A write through a shared mapping raises no
+// event and changes the mtime only when it makes a clean page dirty
+// (page_mkwrite): so the file's dirty pages are written to the guest's
+// disk before it is read, and a later write through a mapping dirties a
+// clean page, changing the mtime.
 type dataReader struct {
 	f     *os.File
 	path  string // host path
 	size  int64
-	off   int64
+	off   int64 // where the next extent is looked for
 	first bool
 	done  bool
+}
+
+// syncPages writes fd's dirty pages to disk and waits for them.
+var syncPages = func(fd int) error {
+	return unix.SyncFileRange(fd, 0, 0, unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER)
 }
 
 // openData opens upper file rel beneath upper.
@@ -36,13 +48,16 @@ func openData(upper, rel, hostPath string) (*dataReader, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), name)
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, unwrap(err)
+	err = syncPages(fd)
+	var st unix.Stat_t
+	if err == nil {
+		err = unix.Fstat(fd, &st)
 	}
-	return &dataReader{f: f, path: hostPath, size: fi.Size(), first: true}, nil
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return &dataReader{f: os.NewFile(uintptr(fd), name), path: hostPath, size: st.Size, first: true}, nil
 }
 
 // next returns the next op, and false when there is none.
@@ -50,25 +65,32 @@ func (d *dataReader) next() (upstream.WBOp, bool, error) {
 	if d.done {
 		return upstream.WBOp{}, false, nil
 	}
-	op := upstream.WBOp{Kind: upstream.WBWrite, Path: d.path, First: d.first, Size: uint64(d.size)}
 	start, end := d.extent()
 	if start >= end {
 		d.done = true
-		if !d.first {
-			return op, false, nil
-		}
-		d.first = false
-		return op, true, nil // no data: the truncate alone
+		return d.last()
 	}
 	n := min(end-start, dataChunk)
 	buf := make([]byte, n)
 	k, err := d.f.ReadAt(buf, start)
 	if k == 0 && err != nil {
-		return op, false, unwrap(err)
+		return upstream.WBOp{}, false, unwrap(err)
 	}
-	op.Offset, op.Data = start, buf[:k]
+	op := upstream.WBOp{Kind: upstream.WBWrite, Path: d.path, First: d.first, Offset: start, Data: buf[:k]}
 	d.off, d.first = start+int64(k), false
 	return op, true, nil
+}
+
+// last returns the op after the data, if one is needed: the truncate
+// of a file without data, or the size of one that ends in a hole.
+func (d *dataReader) last() (upstream.WBOp, bool, error) {
+	switch {
+	case d.first:
+		return upstream.WBOp{Kind: upstream.WBWrite, Path: d.path, First: true, Size: uint64(d.size)}, true, nil
+	case d.off < d.size:
+		return upstream.WBOp{Kind: upstream.WBSetattr, Path: d.path, Valid: upstream.SetSize, Size: uint64(d.size)}, true, nil
+	}
+	return upstream.WBOp{}, false, nil
 }
 
 // extent returns the data extent at or after the offset, as much of it

@@ -1,12 +1,14 @@
 package overlay
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/cachefs/cachefs/upstream"
+	"golang.org/x/sys/unix"
 )
 
 // passEngine is an engine that watches f's upper directory and whose
@@ -73,4 +75,36 @@ func TestWriteHints(t *testing.T) {
 	e.w.read()
 	e.pass(false, false)
 	f.wantHost("f", "bbbb")
+}
+
+// TestHolesAndMappedWrites: a hole punched in a file written back
+// reads as zeros on the host too; a write through a shared mapping into
+// pages a pass has read reaches the host (it raises no event, and
+// changes the mtime only when it dirties a clean page).
+func TestHolesAndMappedWrites(t *testing.T) {
+	f := newFixture(t)
+	p := filepath.Join(f.upper, "f")
+	os.WriteFile(p, bytes.Repeat([]byte{0xaa}, 1<<20), 0o644)
+	fd, _ := os.OpenFile(p, os.O_RDWR, 0)
+	defer fd.Close()
+	m, err := unix.Mmap(int(fd.Fd()), 0, 1<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatalf("mmap: %v", err)
+	}
+	defer unix.Munmap(m)
+	m[0] = 1 // dirty before the first pass
+	e := passEngine(t, f)
+	m[1] = 2 // the same page, after the pass read it
+	if err := unix.Fallocate(int(fd.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 256<<10, 256<<10); err != nil {
+		t.Skipf("punch hole: %v", err)
+	}
+	unix.Msync(m, unix.MS_SYNC)
+	e.w.read()
+	e.pass(true, false)
+	got, _ := os.ReadFile(filepath.Join(f.h.export, "f"))
+	want, _ := os.ReadFile(p)
+	if !bytes.Equal(got, want) {
+		t.Errorf("host file differs from the upper file (first bytes %v, want %v; at 256 KiB %v, want %v)",
+			got[:2], want[:2], got[256<<10], want[256<<10])
+	}
 }
