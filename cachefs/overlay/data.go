@@ -33,7 +33,7 @@ type dataReader struct {
 }
 
 // syncPages writes fd's dirty pages to disk and waits for them.
-var syncPages = func(fd int) error {
+func syncPages(fd int) error {
 	return unix.SyncFileRange(fd, 0, 0, unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER)
 }
 
