@@ -10,31 +10,37 @@ import (
 // dataChunk bounds the data of one WBWrite.
 const dataChunk = upstream.MaxIO
 
-// dataReader turns an upper file into write-back ops: the first
-// truncates the host's file to nothing, then a WBWrite per chunk of the
-// file's data extents, then a WBSetattr of the size if the file ends in
-// a hole; so the host's file has the data, and holes where the upper
-// file has them (also where it had data before).
+// dataReader turns an upper file into write-back ops: a WBWrite per
+// chunk of the file's data extents, the first truncating the host's
+// file, then a WBSetattr of the size if the file ends in a hole. The
+// truncate is to the file's size if it has no hole, else to nothing,
+// so that the host's file has holes where the upper file has them (also
+// where it had data before); truncating to nothing costs more on the
+// host (ext4 writes the file's blocks at close after it).
 //
 // The file is read when its ops are sent, so they carry its data as it
 // is then; a later write() has a newer mtime and raises IN_MODIFY,
 // which the next pass sees. A write through a shared mapping raises no
 // event and changes the mtime only when it makes a clean page dirty
-// (page_mkwrite): so the file's dirty pages are written to the guest's
-// disk before it is read, and a later write through a mapping dirties a
-// clean page, changing the mtime.
+// (page_mkwrite): so the writeback of the file's dirty pages to the
+// guest's disk is started before it is read, which cleans them and
+// write-protects their mappings, and a later write through a mapping
+// faults, changing the mtime. The writeback is not waited for.
 type dataReader struct {
 	f     *os.File
 	path  string // host path
 	size  int64
 	off   int64 // where the next extent is looked for
 	first bool
+	dense bool // no hole: one extent from 0 to size
 	done  bool
 }
 
-// syncPages writes fd's dirty pages to disk and waits for them.
-func syncPages(fd int) error {
-	return unix.SyncFileRange(fd, 0, 0, unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER)
+// cleanPages starts the writeback of fd's dirty pages (after waiting
+// for the pages already being written, which a write may have made
+// dirty again).
+func cleanPages(fd int) error {
+	return unix.SyncFileRange(fd, 0, 0, unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE)
 }
 
 // openData opens upper file rel beneath upper.
@@ -48,7 +54,7 @@ func openData(upper, rel, hostPath string) (*dataReader, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = syncPages(fd)
+	err = cleanPages(fd)
 	var st unix.Stat_t
 	if err == nil {
 		err = unix.Fstat(fd, &st)
@@ -57,7 +63,10 @@ func openData(upper, rel, hostPath string) (*dataReader, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	return &dataReader{f: os.NewFile(uintptr(fd), name), path: hostPath, size: st.Size, first: true}, nil
+	d := &dataReader{f: os.NewFile(uintptr(fd), name), path: hostPath, size: st.Size, first: true}
+	start, end := d.extent()
+	d.dense = start == 0 && end == d.size
+	return d, nil
 }
 
 // next returns the next op, and false when there is none.
@@ -77,6 +86,9 @@ func (d *dataReader) next() (upstream.WBOp, bool, error) {
 		return upstream.WBOp{}, false, unwrap(err)
 	}
 	op := upstream.WBOp{Kind: upstream.WBWrite, Path: d.path, First: d.first, Offset: start, Data: buf[:k]}
+	if d.first && d.dense {
+		op.Size = uint64(d.size)
+	}
 	d.off, d.first = start+int64(k), false
 	return op, true, nil
 }
