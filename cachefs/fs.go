@@ -224,12 +224,13 @@ type Stats struct {
 	// (MountOptions.URing), and RingRequests of the requests came so.
 	URing        bool
 	RingRequests uint64
+	Overlays     []OverlayStats `json:",omitempty"` // delegated subtrees served by overlays
 }
 
 func (fs *FS) Stats() Stats {
 	st := Stats{Upstream: fs.up.Stats.Snapshot(), Nodes: fs.nodes.len(), Handles: fs.handles.len(),
 		Cache: fs.cache.Stats(), Events: fs.evStats.snapshot(), Kernel: fs.kops.snapshot(),
-		URing: fs.rings != nil, RingRequests: fs.RingRequests()}
+		URing: fs.rings != nil, RingRequests: fs.RingRequests(), Overlays: fs.overlayStats()}
 	if fs.wb != nil {
 		st.Writeback = fs.wb.snapshot()
 	}

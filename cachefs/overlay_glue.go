@@ -29,6 +29,10 @@ type overlays struct {
 	dir    string        // immutable: <StateDir>/overlay
 	gather time.Duration // tests: overlay.Config.Gather
 
+	// regMu serializes registering and unregistering overlays (mounts
+	// and unmounts); taken before mu.
+	regMu sync.Mutex
+
 	mu      sync.Mutex // protects the following
 	byID    map[uint64]*ovlReg
 	byPath  map[string]*ovlReg
@@ -105,6 +109,8 @@ func (fs *FS) registerOverlay(path string, m consistency.Mode) (uint64, bool) {
 		return 0, false
 	}
 	path = consistency.Clean(path)
+	o.regMu.Lock()
+	defer o.regMu.Unlock()
 	o.mu.Lock()
 	if r := o.byPath[path]; r != nil {
 		r.refs++
@@ -151,9 +157,11 @@ func (fs *FS) openOverlay(id uint64, path string) (*overlay.Overlay, error) {
 // its directories. It reports false if id is not an overlay's.
 func (fs *FS) unregisterOverlay(id uint64) (bool, error) {
 	o := fs.ovl
-	if o == nil {
+	if o == nil || !o.has(id) {
 		return false, nil
 	}
+	o.regMu.Lock()
+	defer o.regMu.Unlock()
 	o.mu.Lock()
 	r := o.byID[id]
 	if r == nil {
@@ -176,6 +184,13 @@ func (fs *FS) unregisterOverlay(id uint64) (bool, error) {
 	}
 	fs.invalidateAll()
 	return true, err
+}
+
+// has reports whether id is an overlay's registration.
+func (o *overlays) has(id uint64) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.byID[id] != nil
 }
 
 // closeOverlay writes an overlay back, unmounts it and forgets the
@@ -241,6 +256,8 @@ func (fs *FS) CloseOverlays() error {
 		return nil
 	}
 	o := fs.ovl
+	o.regMu.Lock()
+	defer o.regMu.Unlock()
 	o.mu.Lock()
 	regs := o.byID
 	o.byID, o.byPath = map[uint64]*ovlReg{}, map[string]*ovlReg{}
@@ -278,6 +295,26 @@ func (fs *FS) overlayMountNames() map[kernelName]bool {
 			out[kernelName{n.id, name}] = true
 			n = fs.nodes.child(n, name)
 		}
+	}
+	return out
+}
+
+// OverlayStats are one overlay's counters.
+type OverlayStats struct {
+	Path string
+	overlay.Stats
+}
+
+// overlayStats returns the overlays' counters.
+func (fs *FS) overlayStats() []OverlayStats {
+	if fs.ovl == nil {
+		return nil
+	}
+	fs.ovl.mu.Lock()
+	defer fs.ovl.mu.Unlock()
+	var out []OverlayStats
+	for _, r := range fs.ovl.byID {
+		out = append(out, OverlayStats{Path: r.path, Stats: r.ov.Stats()})
 	}
 	return out
 }
