@@ -11,6 +11,7 @@
 # (decompressed once to $B/linux.tar) and bc. B (default
 # /var/tmp/ovbench) holds the tarball, export, mountpoint and log.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 B=${B:-/var/tmp/ovbench}
 [ -f $B/linux.tar ] || { mkdir -p $B; xz -dc /usr/src/linux-source-6.1.tar.xz > $B/linux.tar; }
 go build -o $B/cachefsd ./cmd/cachefsd
