@@ -153,15 +153,11 @@ func applyXattrs(dfd int, name string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	fd, err := unix.Openat(dfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, st, err := openStat(dfd, name)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return err
-	}
 	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 		if len(want) > 0 {
 			return unix.EPERM
@@ -169,6 +165,21 @@ func applyXattrs(dfd int, name string, data []byte) error {
 		return nil
 	}
 	return setXattrs(procPath(fd), want)
+}
+
+// openStat opens name in dfd as an O_PATH fd, not following a symlink,
+// and stats it.
+func openStat(dfd int, name string) (int, *unix.Stat_t, error) {
+	fd, err := unix.Openat(dfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, nil, err
+	}
+	return fd, &st, nil
 }
 
 // setXattrs removes the visible attributes of path not in want, and
