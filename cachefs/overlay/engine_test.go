@@ -253,3 +253,30 @@ func TestInodeReusedForAnotherKind(t *testing.T) {
 		t.Errorf("host x: %q, %v; want a symlink to target", target, err)
 	}
 }
+
+// TestRenamedAfterCopyUp: a lower directory written back in place (a
+// file in it changed), then renamed, then a lower file moved out of it
+// (its absolute redirect names the directory's lower path): each pass
+// finds the host's objects where the earlier ones left them.
+func TestRenamedAfterCopyUp(t *testing.T) {
+	f := newFixture(t)
+	f.hostFile("d1/f", "f")
+	f.hostFile("d1/x", "x")
+	f.upperFile("d1/f", "")
+	f.mark("d1/f", xattrMetacopy, "")
+	os.Chmod(filepath.Join(f.upper, "d1/f"), 0o600)
+	f.flush()
+	os.Rename(filepath.Join(f.upper, "d1"), filepath.Join(f.upper, "d2"))
+	f.mark("d2", xattrRedirect, "d1")
+	f.whiteout("d1")
+	f.flush()
+	f.wantHost("d2/x", "x")
+	f.upperFile("e/x", "")
+	f.mark("e/x", xattrRedirect, "/d1/x")
+	f.mark("e/x", xattrMetacopy, "")
+	f.whiteout("d2/x")
+	f.flush()
+	f.wantHost("e/x", "x")
+	f.wantHost("d2/x", "-")
+	f.wantHost("d2/f", "f")
+}

@@ -170,8 +170,11 @@ func (p *planner) byInode(a *action) bool {
 		}
 		if e.kind == kFile && p.stillThere(cp, e.ino) {
 			a.link = cp
-		} else {
-			a.from, a.node, a.rec, a.origin = cp, c, c.rec, c.rec.Origin
+			return true
+		}
+		a.from, a.node, a.rec, a.origin = cp, c, c.rec, c.rec.Origin
+		if e.redirect != "" {
+			a.origin = p.lowerPath(e.path, e.redirect) // renamed since written back
 		}
 		return true
 	}
