@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cachefs/cachefs/cachefs/overlay"
@@ -42,10 +43,11 @@ type overlays struct {
 
 // ovlReg is one overlay: the delegated registrations of a path.
 type ovlReg struct {
-	id   uint64 // the policy's (cached) registration; immutable
-	path string // immutable
-	ov   *overlay.Overlay
-	refs int // overlays.mu
+	id        uint64 // the policy's (cached) registration; immutable
+	path      string // immutable
+	ov        *overlay.Overlay
+	refs      int           // overlays.mu
+	conflicts atomic.Uint64 // host changes to what the guest changed
 }
 
 // startOverlays writes back the overlays a previous daemon left, then
@@ -302,6 +304,9 @@ func (fs *FS) overlayMountNames() map[kernelName]bool {
 // OverlayStats are one overlay's counters.
 type OverlayStats struct {
 	Path string
+	// Conflicts counts host changes to files the guest changed: the
+	// guest's version wins, its next write-back replaces the host's.
+	Conflicts uint64
 	overlay.Stats
 }
 
@@ -314,7 +319,65 @@ func (fs *FS) overlayStats() []OverlayStats {
 	defer fs.ovl.mu.Unlock()
 	var out []OverlayStats
 	for _, r := range fs.ovl.byID {
-		out = append(out, OverlayStats{Path: r.path, Stats: r.ov.Stats()})
+		out = append(out, OverlayStats{Path: r.path, Conflicts: r.conflicts.Load(), Stats: r.ov.Stats()})
 	}
 	return out
+}
+
+// overlayConflict counts a host event on a path an overlay's guest
+// changed (the upper directory has it). The host's own write-back
+// raises no event.
+func (fs *FS) overlayConflict(e *upstream.Event, epoch uint64) {
+	if fs.ovl == nil {
+		return
+	}
+	n, name := fs.nodes.byHost(e.Node, epoch), ""
+	if e.Kind == upstream.EvEntry {
+		n, name = fs.nodes.byHost(e.Parent, epoch), e.Name
+	}
+	if n == nil {
+		return
+	}
+	p, ok := fs.nodes.path(n)
+	if !ok {
+		return
+	}
+	if name != "" {
+		p = strings.TrimPrefix(p+"/"+name, "/")
+	}
+	fs.ovl.mu.Lock()
+	defer fs.ovl.mu.Unlock()
+	for _, r := range fs.ovl.byID {
+		rel, ok := strings.CutPrefix(p, r.path)
+		if r.path != "" {
+			rel, ok = strings.CutPrefix(rel, "/")
+		}
+		if ok && rel != "" && r.ov.Changed(rel) {
+			r.conflicts.Add(1)
+		}
+	}
+}
+
+// overlayCovers reports whether the path p through the mount is an
+// overlay's or lies under one. The actuator leaves such paths alone: a
+// syscall there reaches the overlay, whose upper directory it would
+// change (a truncate to the host's size, a whiteout for an unlink), and
+// inotify watchers of an overlay get no events of its lower layer.
+func (fs *FS) overlayCovers(p string) bool {
+	if fs.ovl == nil {
+		return false
+	}
+	rel, err := filepath.Rel(fs.opts.Mountpoint, p)
+	if err != nil {
+		return false
+	}
+	rel = consistency.Clean(rel)
+	fs.ovl.mu.Lock()
+	defer fs.ovl.mu.Unlock()
+	for path := range fs.ovl.byPath {
+		if path == "" || rel == path || strings.HasPrefix(rel, path+"/") {
+			return true
+		}
+	}
+	return false
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cachefs/cachefs/consistency"
 	"golang.org/x/sys/unix"
@@ -50,4 +51,34 @@ func TestOverlayFailuresAndUnregister(t *testing.T) {
 	if left, _ := os.ReadDir(filepath.Join(state, "overlay")); len(left) != 0 {
 		t.Errorf("the overlay's directories are left: %v", left)
 	}
+}
+
+// TestOverlayConflicts: a host change to a file the guest changed is
+// counted as a conflict; one to a file the guest did not touch is not.
+func TestOverlayConflicts(t *testing.T) {
+	export, state := t.TempDir(), t.TempDir()
+	writeTree(t, export, map[string]string{"sub/mine": "host", "sub/theirs": "host"})
+	env := overlayEnvHeld(t, export, state, "sub")
+	mnt := filepath.Join(env.Mountpoint, "sub")
+	readWant(t, filepath.Join(mnt, "theirs"), "host")
+	if err := os.WriteFile(filepath.Join(mnt, "mine"), []byte("guest"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(export, "sub/theirs"), []byte("host 2"), 0o644)
+	os.WriteFile(filepath.Join(export, "sub/mine"), []byte("host 2"), 0o644)
+	conflicts := func() uint64 {
+		st := env.FS.Stats()
+		if len(st.Overlays) != 1 {
+			t.Fatalf("stats of %d overlays, want 1", len(st.Overlays))
+		}
+		return st.Overlays[0].Conflicts
+	}
+	for deadline := time.Now().Add(20 * time.Second); conflicts() == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := conflicts(); n != 1 {
+		t.Errorf("%d conflicts, want 1 (mine)", n)
+	}
+	flushAll(t, env)
+	readWant(t, filepath.Join(export, "sub/mine"), "guest")
 }

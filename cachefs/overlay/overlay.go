@@ -96,6 +96,13 @@ func (o *Overlay) Flush(ctx context.Context, path string) ([]Failure, error) {
 	return o.eng.Flush(ctx, path)
 }
 
+// Changed reports whether the guest changed rel (relative to the
+// subtree): the upper directory has it.
+func (o *Overlay) Changed(rel string) bool {
+	var st unix.Stat_t
+	return lstatAt(filepath.Join(o.c.Dir, upperName), rel, &st) == nil
+}
+
 // Stats returns the write-back's counters.
 func (o *Overlay) Stats() Stats { return o.eng.Stats() }
 
