@@ -15,7 +15,11 @@ func (e *Engine) pass(full, blind bool) sendOut {
 		ch = e.w.take()
 	}
 	full = full || ch.full
-	sc := newScan(e.o.Upper, e.st, e.w)
+	modified := ch.modified
+	if modified == nil {
+		modified = map[string]bool{}
+	}
+	sc := newScan(e.o.Upper, e.st, e.w, modified)
 	sc.root()
 	if full {
 		sc.dir("", true)
@@ -23,8 +27,7 @@ func (e *Engine) pass(full, blind bool) sendOut {
 	for _, d := range ch.dirs {
 		sc.dir(d, false)
 	}
-	modified := ch.modified
-	settled := e.settle(sc, &modified)
+	settled := e.settle(sc, modified)
 	p := newPlanner(sc, e.o.Prefix, modified, blind)
 	p.keepGone = !settled
 	groups := p.plan()
@@ -37,7 +40,7 @@ func (e *Engine) pass(full, blind bool) sendOut {
 // none did: a move's events come together, so after it every object
 // moved out of a scanned directory was seen where it went. It reports
 // false if changes kept coming.
-func (e *Engine) settle(sc *scan, modified *map[string]bool) bool {
+func (e *Engine) settle(sc *scan, modified map[string]bool) bool {
 	if e.w == nil {
 		return true
 	}
@@ -51,7 +54,7 @@ func (e *Engine) settle(sc *scan, modified *map[string]bool) bool {
 			return false
 		}
 		for p := range ch.modified {
-			(*modified)[p] = true
+			modified[p] = true
 		}
 		for _, d := range ch.dirs {
 			sc.rescan(d)

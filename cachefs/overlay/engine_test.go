@@ -280,3 +280,23 @@ func TestRenamedAfterCopyUp(t *testing.T) {
 	f.wantHost("d2/x", "-")
 	f.wantHost("d2/f", "f")
 }
+
+// TestWriteInProgress: a pass that saw a file in the middle of a write
+// (ctime and mtime already set, the size still growing) recorded the
+// final times with the old size; the next pass sees the size differ
+// and sends the data again.
+func TestWriteInProgress(t *testing.T) {
+	f := newFixture(t)
+	f.hostFile("big", "part")
+	f.upperFile("big", "part and the rest")
+	var st unix.Stat_t
+	unix.Lstat(filepath.Join(f.upper, "big"), &st)
+	s := newHostState()
+	s.set("big", record{Kind: kFile, Ino: st.Ino, Ctime: unix.TimespecToNsec(st.Ctim), Mtime: unix.TimespecToNsec(st.Mtim),
+		Size: 4, Data: true})
+	if err := (&stateFile{path: f.state}).compact(s); err != nil {
+		t.Fatal(err)
+	}
+	f.flush()
+	f.wantHost("big", "part and the rest")
+}

@@ -156,7 +156,7 @@ func (p *planner) entry(a *action) {
 			}
 		})
 	}
-	if !(a.same() && a.rec.Ctime == e.ctime) {
+	if !p.sc.unchanged(&a.rec, e) {
 		if path != "" { // the root is there
 			p.create(g, a)
 		}

@@ -14,7 +14,8 @@ import (
 // the watcher marked.
 
 type scan struct {
-	upper   string
+	upper    string
+	modified map[string]bool // files written to (the watcher's IN_MODIFY)
 	state   *hostState
 	w       *watcher          // nil without watching
 	changed map[string]*entry // by path
@@ -24,8 +25,8 @@ type scan struct {
 	ino     map[uint64]string // path of each changed entry's inode
 }
 
-func newScan(upper string, st *hostState, w *watcher) *scan {
-	return &scan{upper: upper, state: st, w: w, changed: map[string]*entry{}, gone: map[string]bool{},
+func newScan(upper string, st *hostState, w *watcher, modified map[string]bool) *scan {
+	return &scan{upper: upper, modified: modified, state: st, w: w, changed: map[string]*entry{}, gone: map[string]bool{},
 		scanned: map[string]bool{}, errs: map[string]error{}}
 }
 
@@ -42,7 +43,7 @@ func (s *scan) root() {
 		s.errs[""] = err
 		return
 	}
-	if !unchanged(&s.state.root.rec, e) {
+	if !s.unchanged(&s.state.root.rec, e) {
 		s.add(fd, "", e)
 	}
 }
@@ -130,7 +131,7 @@ func (s *scan) entry(dfd int, hd *hnode, dir, name string, whole bool) {
 			rec = &n.rec
 		}
 	}
-	if rec == nil || !unchanged(rec, e) {
+	if rec == nil || !s.unchanged(rec, e) {
 		s.add(dfd, name, e)
 	}
 	if e.kind != kDir {
@@ -167,12 +168,18 @@ func (s *scan) noteErr(rel string, err error) {
 
 // unchanged reports whether e is what rec recorded. A whiteout stays a
 // whiteout whatever its inode (overlayfs links whiteouts to one inode,
-// whose ctime each new link changes).
-func unchanged(rec *record, e *entry) bool {
+// whose ctime each new link changes). A write sets ctime and mtime as
+// it starts and grows the size as it goes, and raises IN_MODIFY when it
+// is done: so the size and mtime are compared too, and a file written
+// to since is changed whatever its times.
+func (s *scan) unchanged(rec *record, e *entry) bool {
 	if rec.Kind != e.kind {
 		return false
 	}
-	return e.kind == kWhiteout || (rec.Ino == e.ino && rec.Ctime == e.ctime)
+	if e.kind == kWhiteout {
+		return true
+	}
+	return rec.Ino == e.ino && rec.Ctime == e.ctime && rec.Size == e.size && rec.Mtime == e.mtime && !s.modified[e.path]
 }
 
 // unwrap returns the errno inside an os error.
