@@ -16,13 +16,13 @@ import (
 type scan struct {
 	upper    string
 	modified map[string]bool // files written to (the watcher's IN_MODIFY)
-	state   *hostState
-	w       *watcher          // nil without watching
-	changed map[string]*entry // by path
-	gone    map[string]bool   // paths of records gone from the upper directory
-	scanned map[string]bool   // directories scanned, true if whole
-	errs    map[string]error  // directories that could not be read
-	ino     map[uint64]string // path of each changed entry's inode
+	state    *hostState
+	w        *watcher          // nil without watching
+	changed  map[string]*entry // by path
+	gone     map[string]bool   // paths of records gone from the upper directory
+	scanned  map[string]bool   // directories scanned, true if whole
+	errs     map[string]error  // directories that could not be read
+	ino      map[uint64]string // path of each changed entry's inode
 }
 
 func newScan(upper string, st *hostState, w *watcher, modified map[string]bool) *scan {
