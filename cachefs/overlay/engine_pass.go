@@ -32,6 +32,7 @@ func (e *Engine) pass(full, blind bool) sendOut {
 	p.keepGone = !settled
 	groups := p.plan()
 	out := sendGroups(e.ctx, e.o.Upper, e.o.Send, groups)
+	out.again = p.again
 	e.afterPass(p, out, full)
 	return out
 }

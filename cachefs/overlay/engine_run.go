@@ -105,6 +105,11 @@ func (e *Engine) passAndAnswer(rs *runState) {
 	if full {
 		rs.blind = false
 	}
+	if out.again && out.err == nil {
+		rs.full = true // at once: what this pass moved aside goes in place
+		rs.waiting = append(waiting, rs.waiting...)
+		return
+	}
 	e.mu.Lock()
 	for _, r := range waiting {
 		r.reply <- e.failuresUnderLocked(r.path)

@@ -53,7 +53,7 @@ type action struct {
 	node   *hnode // the state moved along with it, if any
 	origin string // the lower path it came from, if moved by redirect
 	link   string // an existing name of the same file to link ("" none)
-	temp   string // parked here in step 1
+	temp   string // parked here in step 1, for a later pass to finish
 	rec    record // the record the move or its path had before the pass
 }
 
@@ -68,6 +68,9 @@ type planner struct {
 
 	acts     []*action
 	removals []string
+	vacated  []string // host paths this pass's moves leave
+	deferred []string // targets of parked moves: finished by a later pass
+	again    bool     // something waits for a later pass
 	sim      hostSim
 	ready    map[string]bool   // targets already moved in step 1
 	planned  map[uint64]string // the first name of each new file with links

@@ -6,13 +6,19 @@ import (
 
 // The steps of a plan (plan.go), in order.
 
-// moveOut is step 1: each move goes straight to its target, or is
-// parked at a temporary name.
+// moveOut is step 1. A move goes straight to its target if it can, or
+// is parked at a temporary name and finished by a later pass, after
+// this one's state is logged. No object goes, in the pass that makes
+// them, to a path a move leaves (its source) or a removal takes: so a
+// pass sent again after a crash, planned again from the state as it
+// was, finds each object it moves still at its source or already at
+// its target, and a removal never takes what a move brought.
 func (p *planner) moveOut() {
 	var moves []*action
 	for _, a := range p.acts {
 		if a.from != "" {
 			moves = append(moves, a)
+			p.vacated = append(p.vacated, a.from)
 		}
 	}
 	for i, a := range moves {
@@ -25,6 +31,7 @@ func (p *planner) moveOut() {
 		default:
 			a.temp = tempName(a.e.ino)
 			p.addMove(a, cur, a.temp)
+			p.defer_(dst)
 		}
 		p.commitMove(a)
 	}
@@ -32,10 +39,8 @@ func (p *planner) moveOut() {
 
 // direct reports whether a move to dst can be made now.
 func (p *planner) direct(dst string, later []*action) bool {
-	for _, r := range p.removals {
-		if under(dst, r) {
-			return false
-		}
+	if p.vacatedUnder(dst) || p.removedUnder(dst) {
+		return false
 	}
 	for _, m := range later {
 		if under(p.sim.now(m.from), dst) {
@@ -43,6 +48,46 @@ func (p *planner) direct(dst string, later []*action) bool {
 		}
 	}
 	return p.parentReady(dst, later)
+}
+
+// vacatedUnder reports whether path is a source of this pass's moves,
+// or lies under one.
+func (p *planner) vacatedUnder(path string) bool {
+	for _, v := range p.vacated {
+		if under(path, v) {
+			return true
+		}
+	}
+	return false
+}
+
+// removedUnder reports whether path is removed by this pass, or lies
+// under a path that is.
+func (p *planner) removedUnder(path string) bool {
+	for _, r := range p.removals {
+		if under(path, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// defer_ leaves what goes at path (and under it) to a later pass.
+func (p *planner) defer_(path string) {
+	p.deferred = append(p.deferred, path)
+}
+
+// deferredUnder reports whether path waits for a later pass.
+func (p *planner) deferredUnder(path string) bool {
+	if path != "" && p.vacatedUnder(path) {
+		return true
+	}
+	for _, d := range p.deferred {
+		if under(path, d) {
+			return true
+		}
+	}
+	return false
 }
 
 // parentReady reports whether dst's parent directory is on the host at
@@ -75,18 +120,20 @@ func (p *planner) addMove(a *action, from, to string) {
 		fail:  func() { p.poison(dst) }})
 }
 
-// commitMove moves the state along (a parked one out of the tree until
-// step 3).
+// commitMove moves the state along: to the target, or to the temporary
+// name of a parked move, where a record of a lower object not recorded
+// before is made (with the lower path it came from).
 func (p *planner) commitMove(a *action) {
-	n, dst, parked := a.node, a.e.path, a.temp != ""
-	if n == nil {
-		return
+	n, dst, e, origin := a.node, a.e.path, a.e, a.origin
+	if a.temp != "" {
+		dst = a.temp
 	}
 	p.commits = append(p.commits, func() {
-		if parked {
-			p.st.park(n)
-		} else {
+		switch {
+		case n != nil:
 			p.st.move(n, dst)
+		case a.temp != "":
+			p.st.set(dst, record{Kind: e.kind, Ino: e.ino, Origin: origin})
 		}
 	})
 }
@@ -146,16 +193,11 @@ func (p *planner) entry(a *action) {
 	if e.path == "" && p.prefix == "" {
 		return // the export root: its attributes are the host's
 	}
-	g := &group{path: path, fail: func() { p.poison(path) }}
-	if a.temp != "" {
-		g.add(upstream.WBOp{Kind: upstream.WBMoveOver, Path: p.host(a.temp), Path2: p.host(path)})
-		n := a.node
-		p.commits = append(p.commits, func() {
-			if n != nil {
-				p.st.move(n, path)
-			}
-		})
+	if p.deferredUnder(path) {
+		p.again = true
+		return
 	}
+	g := &group{path: path, fail: func() { p.poison(path) }}
 	if !p.sc.unchanged(&a.rec, e) {
 		if path != "" { // the root is there
 			p.create(g, a)
@@ -270,6 +312,10 @@ func (p *planner) attrs(g *group, e *entry) {
 // linkOps adds a new name of a file the host has under another.
 func (p *planner) linkOps(a *action) {
 	e, path := a.e, a.e.path
+	if p.deferredUnder(path) || p.deferredUnder(a.link) {
+		p.again = true
+		return
+	}
 	g := &group{path: path, fail: func() { p.poison(path) }}
 	g.add(upstream.WBOp{Kind: upstream.WBRemoveTree, Path: p.host(path)})
 	g.add(upstream.WBOp{Kind: upstream.WBLink, Path: p.host(a.link), Path2: p.host(path)})

@@ -35,6 +35,7 @@ type sendOut struct {
 	failed []Failure // refused for good
 	ok     []string  // paths of groups applied
 	retry  bool      // some group may succeed later: no space, cancelled, data not read
+	again  bool      // the plan left work for the next pass
 	err    error     // the sender failed
 	ops    int
 	bytes  int64

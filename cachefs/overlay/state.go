@@ -179,12 +179,6 @@ func (s *hostState) move(n *hnode, path string) {
 	p.children[name] = n
 }
 
-// park puts n (with what is under it) aside, under a name no path of
-// the subtree has, until a move puts it where it goes.
-func (s *hostState) park(n *hnode) {
-	s.move(n, "\x00park-"+strconv.FormatUint(n.rec.Ino, 10))
-}
-
 // poison makes n and what is under it unknown: the next pass that
 // looks at them sends them again.
 func (s *hostState) poison(n *hnode) {
