@@ -76,3 +76,13 @@ func lstatAt(root, rel string, st *unix.Stat_t) error {
 	}
 	return unix.Fstatat(dfd, name, st, unix.AT_SYMLINK_NOFOLLOW)
 }
+
+// upperEntry stats rel beneath root as an entry.
+func upperEntry(root, rel string) (*entry, error) {
+	dfd, name, err := openParent(root, rel)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(dfd)
+	return statEntry(dfd, name, rel)
+}

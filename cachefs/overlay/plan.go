@@ -77,11 +77,13 @@ type planner struct {
 	groups   []*group
 	commits  []func()
 	dirAttrs []*group
+	timed    map[string]bool // directories whose attributes are sent
+	touched  map[string]bool // directories the ops change on the host
 }
 
 func newPlanner(sc *scan, prefix string, modified map[string]bool, blind bool) *planner {
 	return &planner{sc: sc, st: sc.state, prefix: prefix, modified: modified, blind: blind,
-		ready: map[string]bool{}, planned: map[uint64]string{}}
+		ready: map[string]bool{}, planned: map[uint64]string{}, timed: map[string]bool{}, touched: map[string]bool{}}
 }
 
 // plan returns the pass's groups and applies the state changes.

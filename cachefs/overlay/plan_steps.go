@@ -114,6 +114,8 @@ func (p *planner) parentReady(dst string, later []*action) bool {
 
 func (p *planner) addMove(a *action, from, to string) {
 	p.sim.add(from, to)
+	p.touch(from)
+	p.touch(to)
 	dst := a.e.path
 	p.groups = append(p.groups, &group{path: dst,
 		steps: []step{{op: upstream.WBOp{Kind: upstream.WBMoveOver, Path: p.host(from), Path2: p.host(to)}}},
@@ -153,6 +155,7 @@ func (p *planner) remove() {
 	for _, r := range p.removals {
 		if !under(r, last) {
 			last = r
+			p.touch(r)
 			p.groups = append(p.groups, &group{path: r,
 				steps: []step{{op: upstream.WBOp{Kind: upstream.WBRemoveTree, Path: p.host(r)}}},
 				fail:  func() { p.st.set(r, record{}) }})
@@ -182,6 +185,7 @@ func (p *planner) tree() {
 	for _, a := range links {
 		p.linkOps(a)
 	}
+	p.touchedAttrs()
 	for i := len(p.dirAttrs) - 1; i >= 0; i-- {
 		p.groups = append(p.groups, p.dirAttrs[i])
 	}
@@ -247,11 +251,13 @@ func (p *planner) create(g *group, a *action) {
 		}
 		g.add(op)
 		g.steps = append(g.steps, step{op: upstream.WBOp{Kind: upstream.WBWrite, Path: hp}, file: a.e.path})
+		p.touch(a.e.path)
 		return
 	default:
 		return
 	}
 	g.add(op)
+	p.touch(a.e.path)
 }
 
 // needsData reports whether a file's data must be sent: the upper file
@@ -298,6 +304,7 @@ func (p *planner) attrs(g *group, e *entry) {
 	if e.kind == kDir {
 		g = &group{path: path, fail: func() { p.poison(path) }}
 		p.dirAttrs = append(p.dirAttrs, g)
+		p.timed[path] = true
 	}
 	if e.mode&06000 == 0 {
 		rest.Valid |= owner.Valid // a chown clears no set-id bit here
@@ -319,9 +326,32 @@ func (p *planner) linkOps(a *action) {
 	g := &group{path: path, fail: func() { p.poison(path) }}
 	g.add(upstream.WBOp{Kind: upstream.WBRemoveTree, Path: p.host(path)})
 	g.add(upstream.WBOp{Kind: upstream.WBLink, Path: p.host(a.link), Path2: p.host(path)})
+	p.touch(path)
 	p.groups = append(p.groups, g)
 	r := record{Kind: e.kind, Ino: e.ino, Ctime: e.ctime, Size: e.size, Mtime: e.mtime, Data: !e.metacopy, Origin: a.origin}
 	p.commitRecord(path, nil, r)
 }
 
 func (g *group) add(op upstream.WBOp) { g.steps = append(g.steps, step{op: op}) }
+
+// touch notes that an op at path changes its parent directory on the
+// host (its mtime, ctime).
+func (p *planner) touch(path string) {
+	if path != "" {
+		p.touched[parentPath(path)] = true
+	}
+}
+
+// touchedAttrs gives the directories this pass's ops changed on the
+// host whose own attributes it does not send (their upper directory did
+// not change, as for a parked move's parent) their times again.
+func (p *planner) touchedAttrs() {
+	for d := range p.touched {
+		if p.timed[d] || p.deferredUnder(d) || (d == "" && p.prefix == "") {
+			continue
+		}
+		if e, err := upperEntry(p.sc.upper, d); err == nil && e.kind == kDir {
+			p.attrs(nil, e)
+		}
+	}
+}
