@@ -74,6 +74,7 @@ type planner struct {
 	sim      hostSim
 	ready    map[string]bool   // targets already moved in step 1
 	planned  map[uint64]string // the first name of each new file with links
+	claimed  map[*hnode]string // records moved in this pass, to where
 	groups   []*group
 	commits  []func()
 	dirAttrs []*group
@@ -83,7 +84,7 @@ type planner struct {
 
 func newPlanner(sc *scan, prefix string, modified map[string]bool, blind bool) *planner {
 	return &planner{sc: sc, st: sc.state, prefix: prefix, modified: modified, blind: blind,
-		ready: map[string]bool{}, planned: map[uint64]string{}, timed: map[string]bool{}, touched: map[string]bool{}}
+		ready: map[string]bool{}, planned: map[uint64]string{}, claimed: map[*hnode]string{}, timed: map[string]bool{}, touched: map[string]bool{}}
 }
 
 // plan returns the pass's groups and applies the state changes.
@@ -147,14 +148,14 @@ func (p *planner) action(e *entry) *action {
 	if p.byInode(a) {
 		return a
 	}
-	if first, ok := p.planned[e.ino]; ok && e.kind == kFile {
+	if first, ok := p.planned[e.ino]; ok && e.kind != kDir {
 		a.link = first // another new name of a file new in this pass
 		return a
 	}
 	if e.redirect != "" && e.path != "" {
 		p.byRedirect(a, n)
 	}
-	if e.kind == kFile && e.nlink > 1 {
+	if e.kind != kDir && e.nlink > 1 {
 		p.planned[e.ino] = e.path
 	}
 	return a
@@ -173,10 +174,15 @@ func (p *planner) byInode(a *action) bool {
 		if c.rec.Kind != e.kind || cp == e.path || c.parent == nil {
 			continue
 		}
-		if e.kind == kFile && p.stillThere(cp, e.ino) {
+		if dst, ok := p.claimed[c]; ok && e.kind != kDir {
+			a.link = dst // moved to another name of the file in this pass
+			return true
+		}
+		if e.kind != kDir && p.stillThere(cp, e.ino) {
 			a.link = cp
 			return true
 		}
+		p.claimed[c] = e.path
 		a.from, a.node, a.rec, a.origin = cp, c, c.rec, c.rec.Origin
 		if e.redirect != "" {
 			a.origin = p.lowerPath(e.path, e.redirect) // renamed since written back

@@ -328,7 +328,7 @@ func (p *planner) linkOps(a *action) {
 	g.add(upstream.WBOp{Kind: upstream.WBLink, Path: p.host(a.link), Path2: p.host(path)})
 	p.touch(path)
 	p.groups = append(p.groups, g)
-	r := record{Kind: e.kind, Ino: e.ino, Ctime: e.ctime, Size: e.size, Mtime: e.mtime, Data: !e.metacopy, Origin: a.origin}
+	r := record{Kind: e.kind, Ino: e.ino, Ctime: e.ctime, Size: e.size, Mtime: e.mtime, Data: e.kind == kFile && !e.metacopy, Origin: a.origin}
 	p.commitRecord(path, nil, r)
 }
 
