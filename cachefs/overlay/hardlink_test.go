@@ -1,6 +1,7 @@
 package overlay
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -15,6 +16,7 @@ import (
 // in one pass each took the record; the second moved the first away.)
 func TestHardLinkSequences(t *testing.T) {
 	steps := []func(f *fixture){
+		func(f *fixture) { f.upperFile("a", "") },
 		func(f *fixture) { f.upperFile("a", "one") },
 		func(f *fixture) { os.Link(filepath.Join(f.upper, "a"), filepath.Join(f.upper, "b")) },
 		func(f *fixture) {
@@ -39,7 +41,7 @@ func TestHardLinkSequences(t *testing.T) {
 		unix.Lstat(filepath.Join(f.h.export, "b"), &b)
 		unix.Lstat(filepath.Join(f.h.export, "d/c"), &c)
 		if b.Ino != c.Ino || b.Ino == 0 {
-			t.Errorf("passes after steps %06b: host b is inode %d, d/c %d; want one file", mask, b.Ino, c.Ino)
+			t.Errorf("passes after steps %07b: host b is inode %d, d/c %d; want one file", mask, b.Ino, c.Ino)
 		}
 		f.wantHost("d/c", "onetwo")
 		f.wantHost("a", "-")
@@ -69,4 +71,40 @@ func TestSymlinkHardLink(t *testing.T) {
 		}
 		f.eng.Close()
 	}
+}
+
+// TestLinkOfUnreadFile: a file's data cannot be read when its pass is
+// sent (its name went since the scan); the new name linked to it in
+// the same pass must not be recorded as holding the data: the next
+// pass sends it.
+func TestLinkOfUnreadFile(t *testing.T) {
+	f := newFixture(t)
+	f.upperFile("a", "data")
+	os.Link(filepath.Join(f.upper, "a"), filepath.Join(f.upper, "b"))
+	st, sf, err := loadState(f.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := newScan(f.upper, st, nil, map[string]bool{})
+	sc.root()
+	sc.dir("", true)
+	groups := newPlanner(sc, "", nil, false).plan()
+	os.Remove(filepath.Join(f.upper, "a"))
+	out := sendGroups(context.Background(), f.upper, f.h.send, groups)
+	if !out.retry {
+		t.Errorf("a pass whose data could not be read does not ask to be made again")
+	}
+	if _, err := sf.save(st); err != nil {
+		t.Fatal(err)
+	}
+	sf.close()
+	e, err := newEngine(Options{Upper: f.upper, State: f.state, Send: f.h.send, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.closeFDs()
+	e.ctx = context.Background()
+	e.pass(true, false) // with write hints (none came): as a running engine's
+	f.wantHost("b", "data")
+	f.wantHost("a", "-")
 }

@@ -44,6 +44,7 @@ type group struct {
 	path  string // upper path, for failures
 	steps []step
 	fail  func() // poisons the state the group was to make
+	after *group // an earlier group this one fails with: a link's file
 }
 
 // action is what a changed entry needs besides its own ops.
@@ -78,13 +79,15 @@ type planner struct {
 	groups   []*group
 	commits  []func()
 	dirAttrs []*group
-	timed    map[string]bool // directories whose attributes are sent
+	timed    map[string]bool   // directories whose attributes are sent
+	groupOf  map[string]*group // the entry group of each path
 	touched  map[string]bool // directories the ops change on the host
 }
 
 func newPlanner(sc *scan, prefix string, modified map[string]bool, blind bool) *planner {
 	return &planner{sc: sc, st: sc.state, prefix: prefix, modified: modified, blind: blind,
-		ready: map[string]bool{}, planned: map[uint64]string{}, claimed: map[*hnode]string{}, timed: map[string]bool{}, touched: map[string]bool{}}
+		ready: map[string]bool{}, planned: map[uint64]string{}, claimed: map[*hnode]string{}, timed: map[string]bool{}, touched: map[string]bool{},
+		groupOf: map[string]*group{}}
 }
 
 // plan returns the pass's groups and applies the state changes.

@@ -213,6 +213,7 @@ func (p *planner) entry(a *action) {
 	}
 	if len(g.steps) > 0 {
 		p.groups = append(p.groups, g)
+		p.groupOf[path] = g
 	}
 	r := record{Kind: e.kind, Ino: e.ino, Ctime: e.ctime, Size: e.size, Mtime: e.mtime,
 		Data: e.kind == kFile && !e.metacopy, Xattrs: len(e.xattrs) > 0, Origin: a.origin}
@@ -323,7 +324,9 @@ func (p *planner) linkOps(a *action) {
 		p.again = true
 		return
 	}
-	g := &group{path: path, fail: func() { p.poison(path) }}
+	// The link's record says the host has the file's data: only if
+	// the file's own group (its data) got through.
+	g := &group{path: path, fail: func() { p.poison(path) }, after: p.groupOf[a.link]}
 	g.add(upstream.WBOp{Kind: upstream.WBRemoveTree, Path: p.host(path)})
 	g.add(upstream.WBOp{Kind: upstream.WBLink, Path: p.host(a.link), Path2: p.host(path)})
 	p.touch(path)

@@ -148,7 +148,12 @@ func (s *sender) fail(gi int) {
 // finish poisons the failed groups and sorts out the failures: those
 // that may pass later are retried, not reported.
 func (s *sender) finish() {
+	index := map[*group]int{}
 	for gi, g := range s.groups {
+		index[g] = gi
+		if g.after != nil && s.errnos[index[g.after]] != 0 && s.errnos[gi] == 0 {
+			s.errnos[gi] = syscall.EAGAIN // its file's group failed
+		}
 		if s.errnos[gi] == 0 {
 			s.out.ok = append(s.out.ok, g.path)
 			continue
