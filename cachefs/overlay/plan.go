@@ -81,7 +81,7 @@ type planner struct {
 	dirAttrs []*group
 	timed    map[string]bool   // directories whose attributes are sent
 	groupOf  map[string]*group // the entry group of each path
-	touched  map[string]bool // directories the ops change on the host
+	touched  map[string]bool   // directories the ops change on the host
 }
 
 func newPlanner(sc *scan, prefix string, modified map[string]bool, blind bool) *planner {
