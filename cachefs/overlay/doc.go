@@ -28,7 +28,10 @@
 // changed as the plan is made; the records of ops the host refused are
 // made unknown, so the next pass looks at them again. It is persisted
 // as a snapshot and a log of each pass's changes (statefile.go),
-// fsync'd, so a restarted daemon sends only what the host lacks.
+// fsync'd, so a restarted daemon sends only what the host lacks. Every
+// op is idempotent, and no pass puts anything at a path one of its
+// moves leaves (such moves are parked and finished by the next pass),
+// so a pass sent again after a crash ends in the same host tree.
 //
 // What the upper directory says and what it becomes on the host:
 //
@@ -61,9 +64,11 @@
 // mark until none come, so an object moved out of a scanned directory
 // is always found where it went, and a record whose name is gone was
 // removed. The first pass of an engine, the pass after a queue overflow
-// and every Flush rescan everything. A change of data is known by size,
-// mtime or an IN_MODIFY of the name; a pass without those hints (the
-// first after a start or an overflow) takes any ctime change for one.
+// and every Flush rescan everything. An entry is unchanged if its
+// inode, ctime, size and mtime are as recorded and no IN_MODIFY names
+// it; a changed file's data is sent if its size or mtime differ or an
+// IN_MODIFY came, and in a pass without those hints (the first after a
+// start or an overflow) if its ctime differs.
 // Writes through shared mappings raise no event: before a file's data
 // is read its dirty pages are written out, so a later write through a
 // mapping faults and changes the mtime.
