@@ -19,12 +19,7 @@ import (
 // lower dentry revalidates it with a LOOKUP that reaches the host.
 func overlayEnv(t *testing.T, export, state, sub string) *harness.Env {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("overlays need root")
-	}
-	env := harness.Start(t, harness.Options{Export: export, StateDir: state, CacheTTL: time.Nanosecond,
-		FS: cachefs.Options{Overlays: true}})
-	env.FS.Register(sub, consistency.Delegated)
+	env := startOverlayEnv(t, export, state, false, sub)
 	if !isOverlay(t, filepath.Join(env.Mountpoint, sub)) {
 		t.Fatalf("%s is not an overlay mount", sub)
 	}
@@ -34,12 +29,19 @@ func overlayEnv(t *testing.T, export, state, sub string) *harness.Env {
 // overlayEnvHeld is overlayEnv with the write-back held until a flush.
 func overlayEnvHeld(t *testing.T, export, state, sub string) *harness.Env {
 	t.Helper()
+	return startOverlayEnv(t, export, state, true, sub)
+}
+
+func startOverlayEnv(t *testing.T, export, state string, held bool, sub string) *harness.Env {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("overlays need root")
 	}
 	env := harness.Start(t, harness.Options{Export: export, StateDir: state, CacheTTL: time.Nanosecond,
 		FS: cachefs.Options{Overlays: true}})
-	env.FS.HoldOverlays()
+	if held {
+		env.FS.HoldOverlays()
+	}
 	env.FS.Register(sub, consistency.Delegated)
 	return env
 }

@@ -241,13 +241,8 @@ func TestInodeReusedForAnotherKind(t *testing.T) {
 	f := newFixture(t)
 	f.hostFile("x", "")
 	os.Symlink("target", filepath.Join(f.upper, "x"))
-	var st unix.Stat_t
-	unix.Lstat(filepath.Join(f.upper, "x"), &st)
-	s := newHostState()
-	s.set("x", record{Kind: kFile, Ino: st.Ino, Ctime: 1, Data: true})
-	if err := (&stateFile{path: f.state}).compact(s); err != nil {
-		t.Fatal(err)
-	}
+	st := f.upperStat("x")
+	f.seed("x", record{Kind: kFile, Ino: st.Ino, Ctime: 1, Data: true})
 	f.flush()
 	if target, err := os.Readlink(filepath.Join(f.h.export, "x")); target != "target" {
 		t.Errorf("host x: %q, %v; want a symlink to target", target, err)
@@ -289,14 +284,9 @@ func TestWriteInProgress(t *testing.T) {
 	f := newFixture(t)
 	f.hostFile("big", "part")
 	f.upperFile("big", "part and the rest")
-	var st unix.Stat_t
-	unix.Lstat(filepath.Join(f.upper, "big"), &st)
-	s := newHostState()
-	s.set("big", record{Kind: kFile, Ino: st.Ino, Ctime: unix.TimespecToNsec(st.Ctim), Mtime: unix.TimespecToNsec(st.Mtim),
+	st := f.upperStat("big")
+	f.seed("big", record{Kind: kFile, Ino: st.Ino, Ctime: unix.TimespecToNsec(st.Ctim), Mtime: unix.TimespecToNsec(st.Mtim),
 		Size: 4, Data: true})
-	if err := (&stateFile{path: f.state}).compact(s); err != nil {
-		t.Fatal(err)
-	}
 	f.flush()
 	f.wantHost("big", "part and the rest")
 }

@@ -186,3 +186,24 @@ func (f *fixture) wantHost(rel, want string) {
 		}
 	}
 }
+
+// upperStat lstats an upper path.
+func (f *fixture) upperStat(rel string) unix.Stat_t {
+	f.t.Helper()
+	var st unix.Stat_t
+	if err := unix.Lstat(filepath.Join(f.upper, rel), &st); err != nil {
+		f.t.Fatal(err)
+	}
+	return st
+}
+
+// seed writes a state with r at path, as a previous pass would have
+// left it; the engine is not started yet.
+func (f *fixture) seed(path string, r record) {
+	f.t.Helper()
+	s := newHostState()
+	s.set(path, r)
+	if err := (&stateFile{path: f.state}).compact(s); err != nil {
+		f.t.Fatal(err)
+	}
+}
