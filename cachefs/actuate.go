@@ -162,6 +162,9 @@ func (fs *FS) actuate(acts []actuation, epoch uint64) {
 }
 
 func (fs *FS) actuateOne(a *actuation, p string, epoch uint64) error {
+	if fs.overlayCovers(p) {
+		return nil
+	}
 	key := kernelName{a.parent.id, a.name}
 	switch a.op {
 	case invalidation.Modify, invalidation.Attrib:

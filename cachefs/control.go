@@ -103,6 +103,9 @@ func (fs *FS) control(req *CtlRequest, resp *CtlResponse) error {
 // Register registers a subtree with a mode; see consistency.Policy.
 // What the new mode may not keep is dropped before it returns.
 func (fs *FS) Register(path string, m consistency.Mode) uint64 {
+	if id, ok := fs.registerOverlay(path, m); ok {
+		return id
+	}
 	fs.WriteBack() // a stronger mode may not keep what delegated kept
 	id := fs.policy.Register(path, m)
 	fs.dropLocal()
@@ -115,6 +118,9 @@ func (fs *FS) Register(path string, m consistency.Mode) uint64 {
 
 // Unregister drops a registration.
 func (fs *FS) Unregister(id uint64) error {
+	if ok, err := fs.unregisterOverlay(id); ok {
+		return err
+	}
 	reg, gone, ok := fs.policy.Unregister(id)
 	if !ok {
 		return fmt.Errorf("no registration %d", id)

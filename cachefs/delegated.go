@@ -666,11 +666,12 @@ func (fs *FS) ownedOrLocal(n *node) bool {
 // WriteBack waits until every change made in delegated subtrees is on
 // the host and returns those that failed.
 func (fs *FS) WriteBack() []Failure {
+	failed := fs.flushOverlays()
 	if fs.wb == nil {
-		return nil
+		return failed
 	}
 	fs.wb.sync()
-	return fs.wb.wait()
+	return append(failed, fs.wb.wait()...)
 }
 
 // dropLocal gives back to the host the nodes that are no longer in a

@@ -107,6 +107,7 @@ type invalidations struct {
 // dropForEvent drops the guest's caches of what an event changed and
 // notes the kernel's.
 func (fs *FS) dropForEvent(e *upstream.Event, epoch uint64, inv *invalidations) {
+	fs.overlayConflict(e, epoch)
 	if fs.conflict(e, epoch) {
 		return // the guest is authoritative there: its view wins
 	}

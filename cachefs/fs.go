@@ -33,6 +33,10 @@ type Options struct {
 	StateDir string
 	// WritebackLimits bound what waits for write-back.
 	WritebackLimits WritebackLimits
+	// Overlays serves delegated registrations as overlays over a cached
+	// view, written back from their upper directories in StateDir
+	// (overlay_glue.go). False: delegated subtrees are FUSE's.
+	Overlays bool
 	// NoActuator turns off raising inotify events in the guest for host
 	// changes; caches are still invalidated.
 	NoActuator bool
@@ -65,6 +69,7 @@ type FS struct {
 	actPending actPending
 	watches    watchSet
 	wb         *writeback       // nil without a state directory
+	ovl        *overlays        // nil without Options.Overlays
 	ttl        time.Duration    // immutable
 	rings      *fuseuring.Rings // set by Mount before the first request; nil without URing
 	set        *connSet         // immutable: the connections sharing fs.up
@@ -129,6 +134,9 @@ func newFS(opts Options, set *connSet) (*FS, error) {
 			return nil, err
 		}
 		fs.wb = wb
+	}
+	if err := fs.startOverlays(); err != nil {
+		return nil, err
 	}
 	fs.watchDefault()
 	if fs.wb != nil {
@@ -251,6 +259,7 @@ type Stats struct {
 	// (MountOptions.URing), and RingRequests of the requests came so.
 	URing        bool
 	RingRequests uint64
+	Overlays     []OverlayStats `json:",omitempty"` // delegated subtrees served by overlays
 	// Cached is the cached mode's own connection (a Guest's), once it
 	// exists.
 	Cached *Stats `json:",omitempty"`
@@ -259,7 +268,7 @@ type Stats struct {
 func (fs *FS) Stats() Stats {
 	st := Stats{Upstream: fs.up.Stats.Snapshot(), Nodes: fs.nodes.len(), Handles: fs.handles.len(),
 		Cache: fs.cache.Stats(), Events: fs.evStats.snapshot(), Kernel: fs.kops.snapshot(),
-		URing: fs.rings != nil, RingRequests: fs.RingRequests()}
+		URing: fs.rings != nil, RingRequests: fs.RingRequests(), Overlays: fs.overlayStats()}
 	if fs.wb != nil {
 		st.Writeback = fs.wb.snapshot()
 	}

@@ -39,8 +39,9 @@ func (fs *FS) notifyKernel(ids []uint64, names []kernelName) {
 	for _, id := range ids {
 		srv.InodeNotify(id, 0, 0)
 	}
+	mounts := fs.overlayMountNames()
 	for _, kn := range names {
-		if !fs.expirer.expire(kn.parent, kn.name) {
+		if !fs.expirer.expire(kn.parent, kn.name) && !mounts[kn] {
 			srv.EntryNotify(kn.parent, kn.name)
 		}
 	}

@@ -16,6 +16,9 @@ func (fs *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out 
 			return st
 		}
 	}
+	if st, ok := fs.keptLookup(h, name, out); ok {
+		return st
+	}
 	if parent := fs.nodes.get(h.NodeId); parent != nil && fs.wb != nil {
 		if st, ok := fs.dLookup(parent, name, out); ok {
 			return st

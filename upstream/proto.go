@@ -85,10 +85,11 @@ const (
 	FeatReplay                         // requests repeated after a reconnect run once (replay.go)
 	FeatReadNode                       // OpReadNode: a regular file read by node
 	FeatCancel                         // OpCancel: a blocked lock request can be given up
+	FeatTreeWB                         // WBMknod, WBRemoveTree, WBMoveOver, WBXattrs and WBReplace (overlay write-back)
 )
 
 // AllFeatures is what this build supports.
-const AllFeatures = FeatReaddirPlus | FeatEvents | FeatResume | FeatReplay | FeatReadNode | FeatCancel
+const AllFeatures = FeatReaddirPlus | FeatEvents | FeatResume | FeatReplay | FeatReadNode | FeatCancel | FeatTreeWB
 
 // RootID is the node id of the export root in every session.
 const RootID = 1
@@ -487,7 +488,18 @@ const (
 	WBRename                   // Path moved to Path2 (Flags as Rename)
 	WBSetattr                  // Path's attributes per Valid (as SetattrReq)
 	WBLink                     // Path2 is a new name of Path
+	// The kinds below need FeatTreeWB (server_apply_tree.go).
+	WBMknod      // Path is a fifo or socket (Mode with its type bits, Uid, Gid)
+	WBRemoveTree // Path is gone, with everything under it if a directory
+	WBMoveOver   // Path moved to Path2, replacing what is there, a directory with its contents
+	WBXattrs     // Path's extended attributes are exactly those in Data (EncodeXattrs), but for names the host keeps to itself
 )
+
+// WBReplace in Flags of WBMkdir, WBCreate, WBSymlink and WBMknod (with
+// FeatTreeWB): whatever else is at Path goes first, a directory with
+// its contents. What is kept: a directory for WBMkdir, a regular file
+// with no other link for WBCreate, a symlink to Target for WBSymlink.
+const WBReplace uint32 = 1 << 8
 
 type WBOp struct {
 	Kind   uint8

@@ -28,7 +28,7 @@ func (ss *session) apply(req *ApplyReq, resp *ApplyResp) error {
 	for i := range req.Ops {
 		op := &req.Ops[i]
 		err := ss.applyOne(w, op)
-		if op.Kind == WBRename || op.Kind == WBRmdir {
+		if op.Kind == WBRename || op.Kind == WBRmdir || w.stale {
 			w.reset() // directories may have moved or gone
 		}
 		if err == nil {
@@ -75,8 +75,9 @@ func toErrno(err error) unix.Errno {
 // their directories. Renames and rmdirs empty it (apply), as they may
 // move or remove a directory it holds; so does reaching maxWalkerFDs.
 type dirWalker struct {
-	ss  *session
-	fds map[string]int // directory path ("" is the root) -> O_PATH fd
+	ss    *session
+	fds   map[string]int // directory path ("" is the root) -> O_PATH fd
+	stale bool           // an op removed or moved a directory: reset after it
 }
 
 const maxWalkerFDs = 256
@@ -136,6 +137,7 @@ func (w *dirWalker) reset() {
 		unix.Close(fd)
 		delete(w.fds, p)
 	}
+	w.stale = false
 }
 
 // markPath suppresses the host events of a write-back op.
@@ -151,7 +153,14 @@ func (ss *session) applyOne(w *dirWalker, op *WBOp) error {
 	if err != nil {
 		return err
 	}
+	if op.Flags&WBReplace != 0 && op.Kind != WBRename {
+		if err := ss.clearFor(w, dfd, name, op); err != nil {
+			return err
+		}
+	}
 	switch op.Kind {
+	case WBMknod, WBRemoveTree, WBMoveOver, WBXattrs:
+		return ss.applyTree(w, dfd, name, op)
 	case WBMkdir:
 		ss.markPath(dfd, name, invalidation.Create, invalidation.Attrib)
 		err = unix.Mkdirat(dfd, name, op.Mode&07777)

@@ -71,6 +71,9 @@ func (g *guestFlags) run(guest *cachefs.Guest, srv *fuse.Server, mnt, source str
 // closeGuest takes the registrations' views and the other connections
 // down: the main mount cannot go while they hang on it.
 func (r *guestRun) closeGuest() {
+	if err := r.fs.CloseOverlays(); err != nil {
+		log.Printf("cachefsd: overlays: %v", err)
+	}
 	if err := r.guest.Close(); err != nil {
 		log.Printf("cachefsd: %v", err)
 	}

@@ -32,6 +32,7 @@ type guestFlags struct {
 	metrics     string // metrics.go
 	uring       string // auto, on or off (uring.go)
 	oneConn     bool
+	overlay     bool
 }
 
 func (g *guestFlags) register(fl *flag.FlagSet) {
@@ -47,6 +48,7 @@ func (g *guestFlags) register(fl *flag.FlagSet) {
 	fl.StringVar(&g.pprof, "pprof", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6060)")
 	fl.StringVar(&g.secretFile, "secret-file", "", "file holding the secret shared with the host (as serve's --secret-file)")
 	fl.BoolVar(&g.oneConn, "one-connection", false, "serve every mode over the one kernel connection at the mountpoint, instead of each registered mode over a connection of its own")
+	fl.BoolVar(&g.overlay, "overlay", false, "serve delegated subtrees as overlays over a cached view, written back from the state directory (docs/overlay.md)")
 	fl.StringVar(&g.stateDir, "state-dir", "", "write-back journal of delegated subtrees, kept across restarts (default: under "+defaultStateDir()+", one per mountpoint)")
 }
 
@@ -65,7 +67,8 @@ func (g *guestFlags) options(c *upstream.Client, pol *consistency.Policy, mnt st
 	if g.stateDir == "" {
 		g.stateDir = stateDirFor(mnt)
 	}
-	return cachefs.Options{Client: c, Policy: pol, CacheTTL: g.cacheTTL, CacheLimits: g.limits, StateDir: g.stateDir}
+	return cachefs.Options{Client: c, Policy: pol, CacheTTL: g.cacheTTL, CacheLimits: g.limits, StateDir: g.stateDir,
+		Overlays: g.overlay}
 }
 
 // secret reads --secret-file; nil without one.

@@ -133,6 +133,7 @@ func (e *Env) Close() error {
 	var err error
 	if e.FS != nil {
 		e.FS.WriteBack() // a clean shutdown leaves nothing in the journal
+		err = e.FS.CloseOverlays()
 	}
 	if e.Guest != nil {
 		if gerr := e.Guest.Close(); gerr != nil {

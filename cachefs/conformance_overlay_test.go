@@ -1,0 +1,56 @@
+package cachefs_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/cachefs/cachefs/cachefs"
+	"github.com/cachefs/cachefs/consistency"
+	"github.com/cachefs/cachefs/internal/harness"
+	"golang.org/x/sys/unix"
+)
+
+// TestConformanceOverlay runs the POSIX suite in a delegated subtree
+// served by an overlay (Options.Overlays), each test in a directory of
+// its own, and writes everything back at the end.
+func TestConformanceOverlay(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("overlays need root")
+	}
+	export := t.TempDir()
+	os.Mkdir(filepath.Join(export, "ovl"), 0o777)
+	env := harness.Start(t, harness.Options{Export: export, FS: cachefs.Options{Overlays: true}})
+	env.FS.Register("ovl", consistency.Delegated)
+	dir := filepath.Join(env.Mountpoint, "ovl")
+	if !isOverlay(t, dir) {
+		t.Fatalf("%s is not an overlay", dir)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(env.Mountpoint, &st); err != nil {
+		t.Fatalf("Stat mountpoint: %v", err)
+	}
+	runSuite(t, func(t *testing.T, name string) string {
+		if why, ok := knownBug("overlay", name); ok {
+			t.Skip("cachefs bug: " + why)
+		}
+		watchdog(t, st.Dev)
+		d, err := os.MkdirTemp(dir, "t")
+		if err != nil {
+			t.Fatalf("MkdirTemp: %v", err)
+		}
+		return d
+	})
+	// Device nodes stay in the guest: the host refuses them (flush
+	// reports each with EPERM). The suite's go before the write-back.
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode()&os.ModeDevice != 0 {
+			os.Remove(p)
+		}
+		return nil
+	})
+	if failed := env.FS.WriteBack(); len(failed) > 0 {
+		t.Errorf("write-back after the suite: %+v", failed)
+	}
+	compareTrees(t, "host after the suite", fullTree(t, filepath.Join(export, "ovl")), fullTree(t, dir))
+}

@@ -1,0 +1,193 @@
+package overlay
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/cachefs/cachefs/upstream"
+)
+
+// Sending a pass's groups: their ops go in order, in batches of at most
+// batchOps ops and batchBytes of data, each one call of the sender. The
+// host applies a batch's ops in order; the ops of a group the host
+// refused are reported and the group's state poisoned. A sender error
+// leaves it unknown what the host applied: every group from that batch
+// on is poisoned, to be planned again.
+
+// Sender sends write-back ops to the host (upstream.OpApply) and
+// returns an errno per op; an error means none is known to be applied.
+type Sender func(ctx context.Context, ops []upstream.WBOp) ([]uint32, error)
+
+const (
+	batchOps   = 512
+	batchBytes = 2 << 20
+)
+
+// Failure is a change the host refused.
+type Failure struct {
+	Path  string // relative to the subtree's root
+	Op    string
+	Errno syscall.Errno
+}
+
+// sendOut is what sending a pass did.
+type sendOut struct {
+	failed []Failure // refused for good
+	ok     []string  // paths of groups applied
+	retry  bool      // some group may succeed later: no space, cancelled, data not read
+	again  bool      // the plan left work for the next pass
+	err    error     // the sender failed
+	ops    int
+	bytes  int64
+}
+
+type sender struct {
+	upper  string
+	ctx    context.Context
+	send   Sender
+	groups []*group
+	errnos []syscall.Errno // per group: its first failure (0: none)
+	ops    []upstream.WBOp
+	owner  []int // group of each op
+	bytes  int64
+	out    sendOut
+}
+
+// sendGroups sends groups and reports what happened.
+func sendGroups(ctx context.Context, upper string, send Sender, groups []*group) sendOut {
+	s := &sender{upper: upper, ctx: ctx, send: send, groups: groups, errnos: make([]syscall.Errno, len(groups))}
+	for gi := 0; gi < len(groups) && s.out.err == nil; gi++ {
+		s.group(gi)
+	}
+	if s.out.err == nil {
+		s.flush()
+	}
+	s.finish()
+	return s.out
+}
+
+// group queues group gi's ops.
+func (s *sender) group(gi int) {
+	g := s.groups[gi]
+	for _, st := range g.steps {
+		if st.file == "" {
+			s.add(gi, st.op)
+			continue
+		}
+		if err := s.data(gi, st); err != nil {
+			s.fail(gi)
+		}
+	}
+}
+
+// data queues the write ops of a file's data.
+func (s *sender) data(gi int, st step) error {
+	r, err := openData(s.upper, st.file, st.op.Path)
+	if err != nil {
+		return err
+	}
+	defer r.close()
+	for s.out.err == nil {
+		op, ok, err := r.next()
+		if err != nil || !ok {
+			return err
+		}
+		s.add(gi, op)
+	}
+	return nil
+}
+
+func (s *sender) add(gi int, op upstream.WBOp) {
+	if len(s.ops) >= batchOps || s.bytes+int64(len(op.Data)) > batchBytes {
+		s.flush()
+		if s.out.err != nil {
+			return
+		}
+	}
+	s.ops = append(s.ops, op)
+	s.owner = append(s.owner, gi)
+	s.bytes += int64(len(op.Data))
+}
+
+// flush sends the queued ops.
+func (s *sender) flush() {
+	if len(s.ops) == 0 {
+		return
+	}
+	errnos, err := s.send(s.ctx, s.ops)
+	if err == nil && len(errnos) != len(s.ops) {
+		err = syscall.EPROTO
+	}
+	if err != nil {
+		s.out.err = err
+		for gi := s.owner[0]; gi < len(s.groups); gi++ {
+			s.errnos[gi] = syscall.ECANCELED
+		}
+	} else {
+		for i, e := range errnos {
+			if e != 0 && s.errnos[s.owner[i]] == 0 {
+				s.errnos[s.owner[i]] = syscall.Errno(e)
+				s.out.failed = append(s.out.failed, Failure{Path: s.groups[s.owner[i]].path, Op: opName(s.ops[i].Kind), Errno: syscall.Errno(e)})
+			}
+		}
+		s.out.ops += len(s.ops)
+		s.out.bytes += s.bytes
+	}
+	s.ops, s.owner, s.bytes = s.ops[:0], s.owner[:0], 0
+}
+
+// fail marks group gi failed before its ops were sent: its data could
+// not be read (the file changed or went since the scan).
+func (s *sender) fail(gi int) {
+	if s.errnos[gi] == 0 {
+		s.errnos[gi] = syscall.EAGAIN
+	}
+	s.out.retry = true
+}
+
+// finish poisons the failed groups and sorts out the failures: those
+// that may pass later are retried, not reported.
+func (s *sender) finish() {
+	index := map[*group]int{}
+	for gi, g := range s.groups {
+		index[g] = gi
+		if g.after != nil && s.errnos[index[g.after]] != 0 && s.errnos[gi] == 0 {
+			s.errnos[gi] = syscall.EAGAIN // its file's group failed
+		}
+		if s.errnos[gi] == 0 {
+			s.out.ok = append(s.out.ok, g.path)
+			continue
+		}
+		g.fail()
+		if transient(s.errnos[gi]) {
+			s.out.retry = true
+		}
+	}
+	kept := s.out.failed[:0]
+	for _, f := range s.out.failed {
+		if f.Errno != syscall.ECANCELED {
+			kept = append(kept, f)
+		}
+	}
+	s.out.failed = kept
+}
+
+// transient reports errnos that may pass if the ops are sent again.
+func transient(e syscall.Errno) bool {
+	switch e {
+	case syscall.ENOSPC, syscall.EDQUOT, syscall.ECANCELED, syscall.EAGAIN, syscall.EIO, syscall.EINTR:
+		return true
+	}
+	return false
+}
+
+func opName(k uint8) string {
+	names := map[uint8]string{upstream.WBMkdir: "mkdir", upstream.WBCreate: "create", upstream.WBSymlink: "symlink",
+		upstream.WBWrite: "write", upstream.WBUnlink: "unlink", upstream.WBRmdir: "rmdir", upstream.WBRename: "rename",
+		upstream.WBSetattr: "setattr", upstream.WBLink: "link", upstream.WBMknod: "mknod", upstream.WBRemoveTree: "remove",
+		upstream.WBMoveOver: "rename", upstream.WBXattrs: "setxattr"}
+	if n, ok := names[k]; ok {
+		return n
+	}
+	return "op"
+}

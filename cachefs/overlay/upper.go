@@ -1,0 +1,199 @@
+package overlay
+
+import (
+	"strings"
+
+	"github.com/cachefs/cachefs/upstream"
+	"golang.org/x/sys/unix"
+)
+
+// Reading the upper directory: what overlayfs left at a path, with the
+// xattrs it marks its work by (trusted.overlay.*), which are read here
+// and never written back.
+
+// kind is what an upper entry is.
+type kind uint8
+
+const (
+	kUnknown  kind = iota // a placeholder: nothing known on the host
+	kFile                 // regular file
+	kDir                  // directory
+	kSymlink              // symbolic link
+	kWhiteout             // char device 0/0: the lower's name is deleted
+	kSpecial              // fifo or socket
+	kDevice               // device node: never written back (the host refuses them)
+)
+
+const (
+	xattrRedirect = "trusted.overlay.redirect"
+	xattrOpaque   = "trusted.overlay.opaque"
+	xattrMetacopy = "trusted.overlay.metacopy"
+	xattrOrigin   = "trusted.overlay.origin"
+)
+
+// entry is one upper entry as a scan saw it. The fields after ctime are
+// read by details, only for entries that changed.
+type entry struct {
+	path                string // relative to the upper root, "" for the root
+	kind                kind
+	ino                 uint64
+	nlink               uint64
+	mode                uint32 // st_mode
+	uid, gid            uint32
+	size                int64
+	atime, mtime, ctime int64 // nanoseconds
+
+	redirect string           // trusted.overlay.redirect: moved here from this lower path
+	opaque   bool             // hides the lower directory of the same path
+	metacopy bool             // metadata only: the data is still the lower file's
+	origin   bool             // copied up from a lower file (trusted.overlay.origin)
+	xattrs   []upstream.Xattr // the ones written back, as listed
+	target   string           // a symlink's
+}
+
+// statEntry stats name in dfd ("": dfd itself) as the entry rel.
+func statEntry(dfd int, name, rel string) (*entry, error) {
+	var st unix.Stat_t
+	var err error
+	if name == "" {
+		err = unix.Fstat(dfd, &st)
+	} else {
+		err = unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+	}
+	if err != nil {
+		return nil, err
+	}
+	e := &entry{path: rel, ino: st.Ino, nlink: uint64(st.Nlink), mode: st.Mode, uid: st.Uid, gid: st.Gid,
+		size: st.Size, atime: unix.TimespecToNsec(st.Atim), mtime: unix.TimespecToNsec(st.Mtim),
+		ctime: unix.TimespecToNsec(st.Ctim)}
+	e.kind = kindOf(st.Mode, st.Rdev)
+	return e, nil
+}
+
+func kindOf(mode uint32, rdev uint64) kind {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return kFile
+	case unix.S_IFDIR:
+		return kDir
+	case unix.S_IFLNK:
+		return kSymlink
+	case unix.S_IFCHR:
+		if rdev == 0 {
+			return kWhiteout
+		}
+		return kDevice
+	case unix.S_IFIFO, unix.S_IFSOCK:
+		return kSpecial
+	}
+	return kDevice
+}
+
+// details reads what a changed entry needs beyond its stat: overlayfs's
+// marks, the xattrs to write back and a symlink's target. name is in
+// directory dfd ("": dfd itself).
+func (e *entry) details(dfd int, name string) error {
+	if e.kind == kWhiteout || e.kind == kDevice {
+		return nil
+	}
+	if e.kind == kSymlink {
+		t, err := readlinkAt(dfd, name)
+		e.target = t
+		return err
+	}
+	full := fdPath(dfd, name)
+	names, err := listXattr(full)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if err := e.addXattr(full, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addXattr reads xattr n into e: overlayfs's marks into their fields,
+// the others into xattrs unless the host would refuse them.
+func (e *entry) addXattr(full, n string) error {
+	v, err := getXattr(full, n)
+	if err == unix.ENODATA {
+		return nil // removed since listed
+	}
+	if err != nil {
+		return err
+	}
+	switch n {
+	case xattrRedirect:
+		e.redirect = string(v)
+	case xattrOpaque:
+		e.opaque = string(v) == "y"
+	case xattrMetacopy:
+		e.metacopy = true
+	case xattrOrigin:
+		e.origin = true
+	default:
+		if writtenBack(n) {
+			e.xattrs = append(e.xattrs, upstream.Xattr{Name: n, Value: v})
+		}
+	}
+	return nil
+}
+
+// writtenBack reports the xattr names the host takes: not the
+// namespaces its kernel acts on (trusted.*, security.*), nor the
+// server's own (user.cachefs.*).
+func writtenBack(name string) bool {
+	for _, p := range []string{"trusted.", "security.", "user.cachefs."} {
+		if strings.HasPrefix(name, p) {
+			return false
+		}
+	}
+	return true
+}
+
+func readlinkAt(dfd int, name string) (string, error) {
+	buf := make([]byte, unix.PathMax)
+	n, err := unix.Readlinkat(dfd, name, buf)
+	if err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
+}
+
+func listXattr(full string) ([]string, error) {
+	buf := make([]byte, 4096)
+	for {
+		n, err := unix.Llistxattr(full, buf)
+		if err == unix.ERANGE {
+			buf = make([]byte, 2*len(buf))
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		var names []string
+		for _, s := range strings.Split(string(buf[:n]), "\x00") {
+			if s != "" {
+				names = append(names, s)
+			}
+		}
+		return names, nil
+	}
+}
+
+func getXattr(full, name string) ([]byte, error) {
+	buf := make([]byte, 256)
+	for {
+		n, err := unix.Lgetxattr(full, name, buf)
+		if err == unix.ERANGE {
+			buf = make([]byte, 2*len(buf)+65536)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return buf[:n], nil
+	}
+}

@@ -1,0 +1,132 @@
+package cachefs_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// fileState is what a tree comparison looks at for one path.
+type fileState struct {
+	Mode     uint32
+	Uid, Gid uint32
+	Mtime    int64
+	Data     string // a file's contents, a symlink's target
+	Xattrs   string // user.* names and values
+	Links    string // the other names of a file with hard links in the tree
+}
+
+// fullTree returns the state of every path under root, reached
+// through directory fds (trees deeper than PATH_MAX too).
+func fullTree(t *testing.T, root string) map[string]fileState {
+	t.Helper()
+	out := map[string]fileState{}
+	byIno := map[uint64][]string{}
+	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatalf("open %s: %v", root, err)
+	}
+	walkTree(t, fd, "", "", out, byIno)
+	for _, names := range byIno {
+		if len(names) > 1 {
+			slices.Sort(names)
+			for _, n := range names {
+				s := out[n]
+				s.Links = strings.Join(names, ",")
+				out[n] = s
+			}
+		}
+	}
+	return out
+}
+
+// walkTree notes name in dfd ("": dfd itself, then closed) as rel, and
+// what is under it.
+func walkTree(t *testing.T, dfd int, name, rel string, out map[string]fileState, byIno map[uint64][]string) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW|unix.AT_EMPTY_PATH); err != nil {
+		t.Fatalf("stat %s: %v", rel, err)
+	}
+	p := fmt.Sprintf("/proc/self/fd/%d/%s", dfd, name)
+	fs := fileState{Mode: st.Mode, Uid: st.Uid, Gid: st.Gid, Mtime: unix.TimespecToNsec(st.Mtim), Xattrs: userXattrs(p)}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatalf("read %s: %v", rel, err)
+		}
+		fs.Data = string(b)
+		byIno[st.Ino] = append(byIno[st.Ino], rel)
+	case unix.S_IFLNK:
+		fs.Data, _ = os.Readlink(p)
+	case unix.S_IFDIR:
+		walkDir(t, dfd, name, rel, out, byIno)
+	}
+	out[rel] = fs
+}
+
+func walkDir(t *testing.T, dfd int, name, rel string, out map[string]fileState, byIno map[uint64][]string) {
+	fd := dfd
+	if name != "" {
+		var err error
+		if fd, err = unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0); err != nil {
+			t.Fatalf("open %s: %v", rel, err)
+		}
+	}
+	d := os.NewFile(uintptr(fd), rel)
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		t.Fatalf("list %s: %v", rel, err)
+	}
+	for _, n := range names {
+		walkTree(t, fd, n, filepath.Join(rel, n), out, byIno)
+	}
+}
+
+func userXattrs(p string) string {
+	buf := make([]byte, 4096)
+	n, err := unix.Llistxattr(p, buf)
+	if err != nil {
+		return ""
+	}
+	var parts []string
+	for _, name := range strings.Split(string(buf[:n]), "\x00") {
+		if strings.HasPrefix(name, "user.") && !strings.HasPrefix(name, "user.cachefs.") {
+			v := make([]byte, 4096)
+			k, _ := unix.Lgetxattr(p, name, v)
+			parts = append(parts, name+"="+string(v[:max(k, 0)]))
+		}
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ";")
+}
+
+// compareTrees fails the test where the trees differ.
+func compareTrees(t *testing.T, what string, got, want map[string]fileState) {
+	t.Helper()
+	var diffs []string
+	for p, w := range want {
+		g, ok := got[p]
+		switch {
+		case !ok:
+			diffs = append(diffs, fmt.Sprintf("%s: missing (want %+v)", p, w))
+		case g != w:
+			diffs = append(diffs, fmt.Sprintf("%s: got %+v, want %+v", p, g, w))
+		}
+	}
+	for p := range got {
+		if _, ok := want[p]; !ok {
+			diffs = append(diffs, fmt.Sprintf("%s: extra %+v", p, got[p]))
+		}
+	}
+	slices.Sort(diffs)
+	for _, d := range diffs {
+		t.Errorf("%s: %s", what, d)
+	}
+}

@@ -1,0 +1,249 @@
+package upstream
+
+import (
+	"os"
+
+	"github.com/cachefs/cachefs/invalidation"
+	"golang.org/x/sys/unix"
+)
+
+// Write-back ops of whole trees (FeatTreeWB), for a guest whose changes
+// live in an overlay's upper directory: removing a subtree, moving onto
+// a name whatever is there, special files, a file's whole set of
+// extended attributes, and creates that replace what is in their way.
+// Like the others, each is idempotent.
+
+// applyTree applies the FeatTreeWB kinds.
+func (ss *session) applyTree(w *dirWalker, dfd int, name string, op *WBOp) error {
+	switch op.Kind {
+	case WBMknod:
+		return ss.applyMknod(dfd, name, op)
+	case WBRemoveTree:
+		ss.markPath(dfd, name, invalidation.Delete)
+		w.stale = true
+		return removeTree(dfd, name)
+	case WBMoveOver:
+		return ss.applyMoveOver(w, dfd, name, op)
+	case WBXattrs:
+		ss.markPath(dfd, name, invalidation.Attrib)
+		return applyXattrs(dfd, name, op.Data)
+	}
+	return unix.EINVAL
+}
+
+// clearFor removes what is at name unless op, a create with WBReplace,
+// would keep it.
+func (ss *session) clearFor(w *dirWalker, dfd int, name string, op *WBOp) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if err == unix.ENOENT {
+			return nil
+		}
+		return err
+	}
+	if keeps(dfd, name, op, &st) {
+		return nil
+	}
+	ss.markPath(dfd, name, invalidation.Delete)
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		w.stale = true
+	}
+	return removeTree(dfd, name)
+}
+
+// keeps reports whether a create op keeps the file st found at name.
+func keeps(dfd int, name string, op *WBOp, st *unix.Stat_t) bool {
+	fmt := st.Mode & unix.S_IFMT
+	switch op.Kind {
+	case WBMkdir:
+		return fmt == unix.S_IFDIR
+	case WBCreate:
+		return fmt == unix.S_IFREG && st.Nlink == 1
+	case WBSymlink:
+		buf := make([]byte, unix.PathMax)
+		n, err := unix.Readlinkat(dfd, name, buf)
+		return fmt == unix.S_IFLNK && err == nil && string(buf[:n]) == op.Target
+	case WBMknod:
+		return fmt == op.Mode&unix.S_IFMT
+	}
+	return true
+}
+
+// removeTree removes name in dfd, and everything under it if it is a
+// directory, following no symlink. A missing name is no error.
+func removeTree(dfd int, name string) error {
+	err := unix.Unlinkat(dfd, name, 0)
+	if err != unix.EISDIR {
+		if err == unix.ENOENT {
+			return nil
+		}
+		return err
+	}
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	d := os.NewFile(uintptr(fd), name)
+	names, err := d.Readdirnames(-1)
+	for _, n := range names {
+		if err == nil {
+			err = removeTree(fd, n)
+		}
+	}
+	d.Close()
+	if err != nil {
+		return err
+	}
+	if err := unix.Unlinkat(dfd, name, unix.AT_REMOVEDIR); err != nil && err != unix.ENOENT {
+		return err
+	}
+	return nil
+}
+
+// applyMknod makes a fifo or socket; device nodes are refused, as by
+// mknod.
+func (ss *session) applyMknod(dfd int, name string, op *WBOp) error {
+	fmt := op.Mode & unix.S_IFMT
+	if fmt != unix.S_IFIFO && fmt != unix.S_IFSOCK {
+		return unix.EPERM
+	}
+	ss.markPath(dfd, name, invalidation.Create, invalidation.Attrib)
+	host, kept := ss.srv.splitMode(fmt, op.Mode&07777)
+	err := unix.Mknodat(dfd, name, fmt|host, 0)
+	if err == nil {
+		err = ss.srv.keepSetidAt(dfd, name, kept)
+	} else if err == unix.EEXIST {
+		err = isType(dfd, name, fmt)
+	}
+	return ss.applyOwner(dfd, name, op, err)
+}
+
+// applyMoveOver renames Path to Path2, removing first what stops the
+// rename at Path2 (a non-empty directory, or a file of the other kind).
+// A missing Path with Path2 present was moved before.
+func (ss *session) applyMoveOver(w *dirWalker, dfd int, name string, op *WBOp) error {
+	nfd, newName, err := w.parent(op.Path2)
+	if err != nil {
+		return err
+	}
+	ss.markPath(dfd, name, invalidation.MoveFrom)
+	ss.markPath(nfd, newName, invalidation.MoveTo)
+	err = unix.Renameat2(dfd, name, nfd, newName, 0)
+	switch err {
+	case unix.EEXIST, unix.ENOTEMPTY, unix.ENOTDIR, unix.EISDIR:
+		w.stale = true
+		if err = removeTree(nfd, newName); err == nil {
+			err = unix.Renameat2(dfd, name, nfd, newName, 0)
+		}
+	case unix.ENOENT:
+		if unix.Faccessat(nfd, newName, unix.F_OK, unix.AT_SYMLINK_NOFOLLOW) == nil {
+			return nil
+		}
+	}
+	if err == nil {
+		w.stale = true // a directory moved: the walker's paths under it changed
+	}
+	return err
+}
+
+// applyXattrs makes name's extended attributes those in data, leaving
+// alone the ones the guest may not reach (hiddenXattr).
+func applyXattrs(dfd int, name string, data []byte) error {
+	want, err := DecodeXattrs(data)
+	if err != nil {
+		return err
+	}
+	fd, st, err := openStat(dfd, name)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		if len(want) > 0 {
+			return unix.EPERM
+		}
+		return nil
+	}
+	return setXattrs(procPath(fd), want)
+}
+
+// openStat opens name in dfd as an O_PATH fd, not following a symlink,
+// and stats it.
+func openStat(dfd int, name string) (int, *unix.Stat_t, error) {
+	fd, err := unix.Openat(dfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, nil, err
+	}
+	return fd, &st, nil
+}
+
+// setXattrs removes the visible attributes of path not in want, and
+// sets those in want.
+func setXattrs(path string, want []Xattr) error {
+	keep := map[string]bool{}
+	for _, x := range want {
+		if hiddenXattr(x.Name) {
+			return unix.EPERM
+		}
+		keep[x.Name] = true
+	}
+	have, err := listXattrs(path)
+	if err != nil {
+		return err
+	}
+	for _, n := range have {
+		if !keep[n] && !hiddenXattr(n) {
+			if err := unix.Removexattr(path, n); err != nil && err != unix.ENODATA {
+				return err
+			}
+		}
+	}
+	for _, x := range want {
+		if err := unix.Setxattr(path, x.Name, x.Value, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// listXattrs returns the names of path's extended attributes.
+func listXattrs(path string) ([]string, error) {
+	buf := make([]byte, 64<<10)
+	n, err := unix.Listxattr(path, buf)
+	if err == unix.ERANGE {
+		buf = make([]byte, MaxIO)
+		n, err = unix.Listxattr(path, buf)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, b := range splitNul(buf[:n]) {
+		names = append(names, string(b))
+	}
+	return names, nil
+}
+
+// splitNul splits a NUL-terminated list.
+func splitNul(b []byte) [][]byte {
+	var out [][]byte
+	for len(b) > 0 {
+		i := 0
+		for i < len(b) && b[i] != 0 {
+			i++
+		}
+		if i > 0 {
+			out = append(out, b[:i])
+		}
+		if i == len(b) {
+			break
+		}
+		b = b[i+1:]
+	}
+	return out
+}
