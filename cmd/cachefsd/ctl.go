@@ -208,9 +208,9 @@ func printStats(st *cachefs.Stats) {
 // printConn prints a connection's transport and FUSE requests.
 func printConn(st *cachefs.Stats) {
 	if st.URing {
-		fmt.Printf("io_uring, %d requests over the rings; ", st.RingRequests)
+		fmt.Printf("transport: io_uring, %d requests over the rings; ", st.RingRequests)
 	} else {
-		fmt.Print("/dev/fuse; ")
+		fmt.Print("transport: /dev/fuse; ")
 	}
 	printKernel(st.Kernel)
 }
