@@ -66,6 +66,7 @@ type FS struct {
 	wb         *writeback       // nil without a state directory
 	ttl        time.Duration    // immutable
 	rings      *fuseuring.Rings // set by Mount before the first request; nil without URing
+	uringOff   string           // set by Mount: MountOptions.URingOff
 
 	mu     sync.Mutex // protects server
 	server *fuse.Server
@@ -213,15 +214,19 @@ type Stats struct {
 	Writeback WritebackStats
 	Kernel    []KernelOp // FUSE requests by opcode
 	// URing: the mount is served over FUSE over io_uring
-	// (MountOptions.URing), and RingRequests of the requests came so.
+	// (MountOptions.URing), and RingRequests of the requests came so;
+	// HandOffs times a request took long enough for another thread to
+	// take its queue over. Else URingOff says why not, if known.
 	URing        bool
 	RingRequests uint64
+	HandOffs     uint64
+	URingOff     string
 }
 
 func (fs *FS) Stats() Stats {
 	st := Stats{Upstream: fs.up.Stats.Snapshot(), Nodes: fs.nodes.len(), Handles: fs.handles.len(),
 		Cache: fs.cache.Stats(), Events: fs.evStats.snapshot(), Kernel: fs.kops.snapshot(),
-		URing: fs.rings != nil, RingRequests: fs.RingRequests()}
+		URing: fs.rings != nil, RingRequests: fs.RingRequests(), HandOffs: fs.ringHandOffs(), URingOff: fs.uringOff}
 	if fs.wb != nil {
 		st.Writeback = fs.wb.snapshot()
 	}

@@ -20,6 +20,10 @@ type MountOptions struct {
 	// a queue per CPU answered on that CPU. Mount fails, saying why, where
 	// the kernel cannot (enable_uring off, no io_uring).
 	URing bool
+	// URingOff says why a mount without URing is not served over
+	// io_uring (cachefsd --uring auto where the kernel cannot); Stats
+	// shows it.
+	URingOff string
 }
 
 // mountMu makes mounts one at a time: a mount served over io_uring
@@ -58,6 +62,7 @@ func Mount(fs *FS, dir string, o MountOptions) (*fuse.Server, error) {
 	if abs, err := filepath.Abs(dir); err == nil {
 		fs.opts.Mountpoint = abs
 	}
+	fs.uringOff = o.URingOff
 	if o.URing {
 		if err := fuseuring.Supported(); err != nil {
 			return nil, err
@@ -123,4 +128,13 @@ func (fs *FS) RingRequests() uint64 {
 		return 0
 	}
 	return fs.rings.Requests()
+}
+
+// ringHandOffs returns how many times a request took long enough over
+// io_uring for another thread to take its queue over.
+func (fs *FS) ringHandOffs() uint64 {
+	if fs.rings == nil {
+		return 0
+	}
+	return fs.rings.HandOffs()
 }

@@ -135,9 +135,12 @@ func printStats(st *cachefs.Stats) {
 	fmt.Printf("host events: %d batches, %d events, %d overflows, %d actuated (%d failed); visibility p50 %v p90 %v p99 %v max %v\n",
 		e.Batches, e.Events, e.Overflows, e.Actuated, e.ActuateErrors, e.P50, e.P90, e.P99, e.P100)
 	printKernel(st.Kernel)
-	if st.URing {
-		fmt.Printf("transport: io_uring, %d requests over the rings\n", st.RingRequests)
-	} else {
+	switch {
+	case st.URing:
+		fmt.Printf("transport: io_uring, %d requests over the rings, %d handed off\n", st.RingRequests, st.HandOffs)
+	case st.URingOff != "":
+		fmt.Printf("transport: /dev/fuse (not io_uring: %s)\n", st.URingOff)
+	default:
 		fmt.Println("transport: /dev/fuse")
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)

@@ -34,7 +34,8 @@ type Options struct {
 	StateDir   string              // shorthand for FS.StateDir
 	FS         cachefs.Options     // Client is filled in
 	Debug      bool
-	URing      bool // serve the kernel over io_uring (cachefs.MountOptions.URing)
+	URing      bool   // serve the kernel over io_uring (cachefs.MountOptions.URing)
+	URingOff   string // why not, if io_uring was wanted (cachefs.MountOptions.URingOff)
 	Logf       func(format string, args ...any)
 }
 
@@ -110,7 +111,7 @@ func (e *Env) start(o Options) error {
 		return err
 	}
 	e.Kernel = &KernelOps{fs: e.FS}
-	e.Mount, err = cachefs.Mount(e.FS, o.Mountpoint, cachefs.MountOptions{Debug: o.Debug, URing: o.URing})
+	e.Mount, err = cachefs.Mount(e.FS, o.Mountpoint, cachefs.MountOptions{Debug: o.Debug, URing: o.URing, URingOff: o.URingOff})
 	return err
 }
 
