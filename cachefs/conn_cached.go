@@ -207,5 +207,5 @@ func MountCached(fs *FS, dir string, o MountOptions) (*fuse.Server, error) {
 	opts.EnableSymlinkCaching = true
 	// No ATOMIC_O_TRUNC: without OPEN, the kernel truncates by SETATTR.
 	opts.DisabledCapabilities = fuse.CAP_PASSTHROUGH
-	return serve(newCachedConn(fs), fs, dir, opts, o.URing)
+	return serve(newCachedConn(fs), fs, dir, opts, o)
 }

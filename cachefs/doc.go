@@ -60,8 +60,8 @@
 //
 // Mount serves the kernel through go-fuse over /dev/fuse, or, with
 // MountOptions.URing, over FUSE over io_uring with a queue per CPU
-// (internal/fuseuring), which cachefsd uses when asked (--uring); both
-// reach the same countingFS.
+// (internal/fuseuring), which cachefsd uses where the kernel offers it
+// (--uring auto); both reach the same countingFS.
 //
 // # Locks
 //

@@ -72,6 +72,7 @@ type FS struct {
 	ovl        *overlays        // nil without Options.Overlays
 	ttl        time.Duration    // immutable
 	rings      *fuseuring.Rings // set by Mount before the first request; nil without URing
+	uringOff   string           // set by Mount: MountOptions.URingOff
 	set        *connSet         // immutable: the connections sharing fs.up
 	expirer    expirer          // set up by Mount (notify_expire.go)
 	actRoot    atomic.Value     // string: where the actuator reaches this connection (guestPath)
@@ -256,9 +257,13 @@ type Stats struct {
 	Writeback WritebackStats
 	Kernel    []KernelOp // FUSE requests by opcode
 	// URing: the mount is served over FUSE over io_uring
-	// (MountOptions.URing), and RingRequests of the requests came so.
+	// (MountOptions.URing), and RingRequests of the requests came so;
+	// HandOffs times a request took long enough for another thread to
+	// take its queue over. Else URingOff says why not, if known.
 	URing        bool
 	RingRequests uint64
+	HandOffs     uint64
+	URingOff     string
 	Overlays     []OverlayStats `json:",omitempty"` // delegated subtrees served by overlays
 	// Cached is the cached mode's own connection (a Guest's), once it
 	// exists.
@@ -268,7 +273,8 @@ type Stats struct {
 func (fs *FS) Stats() Stats {
 	st := Stats{Upstream: fs.up.Stats.Snapshot(), Nodes: fs.nodes.len(), Handles: fs.handles.len(),
 		Cache: fs.cache.Stats(), Events: fs.evStats.snapshot(), Kernel: fs.kops.snapshot(),
-		URing: fs.rings != nil, RingRequests: fs.RingRequests(), Overlays: fs.overlayStats()}
+		URing: fs.rings != nil, RingRequests: fs.RingRequests(), HandOffs: fs.ringHandOffs(), URingOff: fs.uringOff,
+		Overlays: fs.overlayStats()}
 	if fs.wb != nil {
 		st.Writeback = fs.wb.snapshot()
 	}

@@ -21,6 +21,10 @@ type MountOptions struct {
 	// a queue per CPU answered on that CPU. Mount fails, saying why, where
 	// the kernel cannot (enable_uring off, no io_uring).
 	URing bool
+	// URingOff says why a mount without URing is not served over
+	// io_uring (cachefsd --uring auto where the kernel cannot); Stats
+	// shows it.
+	URingOff string
 }
 
 // mountMu makes mounts one at a time: a mount served over io_uring
@@ -40,7 +44,7 @@ func Mount(fs *FS, dir string, o MountOptions) (*fuse.Server, error) {
 		// (passthrough.go); registering them needs CAP_SYS_ADMIN.
 		opts.DisabledCapabilities = fuse.CAP_PASSTHROUGH
 	}
-	return serve(fs, fs, dir, opts, o.URing)
+	return serve(fs, fs, dir, opts, o)
 }
 
 // baseMountOptions are what every connection of the daemon negotiates.
@@ -68,7 +72,7 @@ func baseMountOptions(o MountOptions) *fuse.MountOptions {
 }
 
 // serve mounts raw, the connection of fs, at dir and serves it.
-func serve(raw fuse.RawFileSystem, fs *FS, dir string, opts *fuse.MountOptions, uring bool) (*fuse.Server, error) {
+func serve(raw fuse.RawFileSystem, fs *FS, dir string, opts *fuse.MountOptions, o MountOptions) (*fuse.Server, error) {
 	if fs.up.Hello().ReadOnly {
 		// The host refuses every change: the kernel does too, without
 		// asking, and /proc/mounts says ro.
@@ -78,7 +82,8 @@ func serve(raw fuse.RawFileSystem, fs *FS, dir string, opts *fuse.MountOptions, 
 	if abs, err := filepath.Abs(dir); err == nil {
 		fs.opts.Mountpoint = abs
 	}
-	if uring {
+	fs.uringOff = o.URingOff
+	if o.URing {
 		if err := fuseuring.Supported(); err != nil {
 			return nil, err
 		}
@@ -91,7 +96,7 @@ func serve(raw fuse.RawFileSystem, fs *FS, dir string, opts *fuse.MountOptions, 
 	}
 	fs.expirer.setFD(fd, srv.KernelSettings())
 	go srv.Serve()
-	if uring {
+	if o.URing {
 		// The kernel holds every request until the rings are up.
 		if err := fs.startRings(srv, fd, counted, opts); err != nil {
 			srv.Unmount()
@@ -141,4 +146,13 @@ func (fs *FS) RingRequests() uint64 {
 		return 0
 	}
 	return fs.rings.Requests()
+}
+
+// ringHandOffs returns how many times a request took long enough over
+// io_uring for another thread to take its queue over.
+func (fs *FS) ringHandOffs() uint64 {
+	if fs.rings == nil {
+		return 0
+	}
+	return fs.rings.HandOffs()
 }

@@ -207,9 +207,12 @@ func printStats(st *cachefs.Stats) {
 
 // printConn prints a connection's transport and FUSE requests.
 func printConn(st *cachefs.Stats) {
-	if st.URing {
-		fmt.Printf("transport: io_uring, %d requests over the rings; ", st.RingRequests)
-	} else {
+	switch {
+	case st.URing:
+		fmt.Printf("transport: io_uring, %d requests over the rings, %d handed off; ", st.RingRequests, st.HandOffs)
+	case st.URingOff != "":
+		fmt.Printf("transport: /dev/fuse (not io_uring: %s); ", st.URingOff)
+	default:
 		fmt.Print("transport: /dev/fuse; ")
 	}
 	printKernel(st.Kernel)

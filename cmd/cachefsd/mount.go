@@ -40,7 +40,7 @@ func (g *guestFlags) register(fl *flag.FlagSet) {
 	fl.StringVar(&g.defaultMode, "default-mode", "consistent", "mode of unregistered paths: consistent, cached or delegated")
 	fl.StringVar(&g.ctl, "ctl", defaultCtlSocket(), "control socket path")
 	fl.BoolVar(&g.debug, "debug", false, "log every FUSE request")
-	fl.StringVar(&g.uring, "uring", "off", "serve the kernel over FUSE over io_uring, a queue per CPU: off (/dev/fuse), auto (where the kernel has it on) or on (turn it on, or fail); see uring.go for its limit")
+	fl.StringVar(&g.uring, "uring", defaultURing, "serve the kernel over FUSE over io_uring, a queue per CPU: auto (where the kernel has it on, else /dev/fuse), on (turn it on, or fail) or off (/dev/fuse); see uring.go")
 	fl.DurationVar(&g.cacheTTL, "cache-ttl", 30*time.Second, "longest a cached subtree trusts metadata without news from the host")
 	fl.IntVar(&g.limits.DirBytes, "cache-dir-bytes", 64<<20, "bound on cached names and listings, bytes")
 	fl.IntVar(&g.limits.AttrBytes, "cache-attr-bytes", 16<<20, "bound on cached attributes, bytes")
@@ -135,11 +135,11 @@ func mount(args []string) error {
 	if err != nil {
 		return err
 	}
-	uring, err := g.useURing()
+	uring, off, err := g.useURing()
 	if err != nil {
 		return err
 	}
-	mo := cachefs.MountOptions{Debug: g.debug, Name: addr, URing: uring}
+	mo := cachefs.MountOptions{Debug: g.debug, Name: addr, URing: uring, URingOff: off}
 	srv, err := cachefs.Mount(fs, fl.Arg(0), mo)
 	if err != nil {
 		g.removeStateDir(fs, fl.Arg(0))
@@ -166,7 +166,7 @@ func local(args []string) error {
 		return err
 	}
 	o := g.localOptions(export, fl.Arg(0), pol, secret)
-	if o.URing, err = g.useURing(); err != nil {
+	if o.URing, o.URingOff, err = g.useURing(); err != nil {
 		return err
 	}
 	env, err := harness.Launch(o)

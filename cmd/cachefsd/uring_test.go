@@ -11,19 +11,19 @@ import (
 
 func TestURingFlagRefusesOthers(t *testing.T) {
 	g := &guestFlags{uring: "sometimes"}
-	if _, err := g.useURing(); err == nil || !strings.Contains(err.Error(), "want auto, on or off") {
+	if _, _, err := g.useURing(); err == nil || !strings.Contains(err.Error(), "want auto, on or off") {
 		t.Errorf("--uring sometimes: %v, want an error naming the choices", err)
 	}
 	g.uring = "off"
-	if on, err := g.useURing(); on || err != nil {
-		t.Errorf("--uring off: %v, %v; want /dev/fuse", on, err)
+	if on, why, err := g.useURing(); on || why != "--uring off" || err != nil {
+		t.Errorf("--uring off: %v, %q, %v; want /dev/fuse because of the flag", on, why, err)
 	}
 }
 
 // TestLocalTransports: --uring on serves the kernel over the rings (and
-// turns enable_uring on, as root), and so does auto once it is on;
-// --uring off, the default, serves it over /dev/fuse. The mount works either
-// way, and ctl stats says which.
+// turns enable_uring on, as root), and so does auto, the default, once it
+// is on; --uring off serves it over /dev/fuse. The mount works either
+// way, and ctl stats says which, and why not io_uring.
 func TestLocalTransports(t *testing.T) {
 	old, err := os.ReadFile(enableURing)
 	if err != nil {
@@ -33,7 +33,7 @@ func TestLocalTransports(t *testing.T) {
 	for _, tt := range []struct {
 		flags []string
 		ring  bool
-	}{{[]string{"--uring", "on"}, true}, {[]string{"--uring", "auto"}, true}, {nil, false}} {
+	}{{[]string{"--uring", "on"}, true}, {[]string{"--uring", "auto"}, true}, {nil, true}, {[]string{"--uring", "off"}, false}} {
 		t.Run(strings.Join(append([]string{"flags"}, tt.flags...), "_"), func(t *testing.T) {
 			p := newPaths(t)
 			startGuest(t, "local", p.mnt, p.ctl, append([]string{"local", "--export", p.export}, tt.flags...)...)
@@ -52,7 +52,7 @@ func TestLocalTransports(t *testing.T) {
 			if st.URing != tt.ring || (tt.ring && st.RingRequests < 10) || (!tt.ring && st.RingRequests != 0) {
 				t.Errorf("served over io_uring %v with %d requests over the rings, want io_uring %v", st.URing, st.RingRequests, tt.ring)
 			}
-			want := "transport: /dev/fuse"
+			want := "transport: /dev/fuse (not io_uring: --uring off)"
 			if tt.ring {
 				want = "transport: io_uring"
 			}

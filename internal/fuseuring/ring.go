@@ -117,13 +117,15 @@ func (r *ring) enter(n, wait uint32) error {
 	}
 }
 
-// completions calls f with each completion's user data and result, then
-// releases them.
-func (r *ring) completions(f func(user uint64, res int32)) {
-	head, tail := atomic.LoadUint32(r.cqHead), atomic.LoadUint32(r.cqTail)
-	for ; head != tail; head++ {
-		cqe := unsafe.Add(r.cqes, cqeSize*(head&*r.cqMask))
-		f(*(*uint64)(cqe), *(*int32)(unsafe.Add(cqe, 8)))
+// pop returns the next completion's user data and result and releases
+// it; ok is false if there is none.
+func (r *ring) pop() (user uint64, res int32, ok bool) {
+	head := atomic.LoadUint32(r.cqHead)
+	if head == atomic.LoadUint32(r.cqTail) {
+		return 0, 0, false
 	}
-	atomic.StoreUint32(r.cqHead, head)
+	cqe := unsafe.Add(r.cqes, cqeSize*(head&*r.cqMask))
+	user, res = *(*uint64)(cqe), *(*int32)(unsafe.Add(cqe, 8))
+	atomic.StoreUint32(r.cqHead, head+1)
+	return user, res, true
 }

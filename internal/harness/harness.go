@@ -34,7 +34,8 @@ type Options struct {
 	StateDir   string              // shorthand for FS.StateDir
 	FS         cachefs.Options     // Client is filled in
 	Debug      bool
-	URing      bool // serve the kernel over io_uring (cachefs.MountOptions.URing)
+	URing      bool   // serve the kernel over io_uring (cachefs.MountOptions.URing)
+	URingOff   string // why not, if io_uring was wanted (cachefs.MountOptions.URingOff)
 	// OneConnection serves every mode over the main connection (Guest
 	// registrations go to its policy, as FS.Register does).
 	OneConnection bool
@@ -114,7 +115,7 @@ func (e *Env) start(o Options) error {
 		return err
 	}
 	e.Kernel = &KernelOps{fs: e.FS}
-	mo := cachefs.MountOptions{Debug: o.Debug, URing: o.URing}
+	mo := cachefs.MountOptions{Debug: o.Debug, URing: o.URing, URingOff: o.URingOff}
 	if e.Mount, err = cachefs.Mount(e.FS, o.Mountpoint, mo); err != nil {
 		return err
 	}

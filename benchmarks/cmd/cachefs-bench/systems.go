@@ -58,8 +58,8 @@ var systems = []system{
 		prepare: prepareSSH},
 }
 
-// cachefsSystem serves the kernel over /dev/fuse (--uring off, the
-// daemon's default).
+// cachefsSystem serves the kernel over /dev/fuse (--uring off; the
+// daemon's default, auto, takes io_uring where the kernel has it).
 func cachefsSystem(mode, delay string, def bool) system {
 	return system{
 		Name:      "cachefs-" + mode + "-" + delay,

@@ -1,6 +1,5 @@
 // Command fuse-rtt measures the round trip of one FUSE request answered
-// from memory (getxattr of a missing name on the root of a trivial
-// go-fuse file system), over /dev/fuse and over FUSE-over-io_uring.
+// from memory, over /dev/fuse and over FUSE-over-io_uring.
 //
 // Over /dev/fuse the kernel wakes whichever server thread waits in
 // read(2), often on the other CPU; over io_uring it queues the request
@@ -12,9 +11,27 @@
 //	fuse-rtt -n 50000            # /dev/fuse
 //	fuse-rtt -n 50000 -uring     # io_uring; needs root and
 //	                             # /sys/module/fuse/parameters/enable_uring = Y
+//	fuse-rtt -op getattr -dir /mnt/cached/dir   # an existing mount
 //
-// The ring side is internal/fuseuring, which cachefs mounts use with
-// --uring.
+// -op picks the request, each sent once per call:
+//
+//	getxattr  getxattr(DIR, "user.fuse-rtt"), a name it lacks
+//	getattr   statx(DIR, AT_STATX_FORCE_SYNC): a GETATTR
+//	lookup    lstat of a missing name never looked up before: a LOOKUP
+//	relookup  lstat of each name of DIR, after dropping the kernel's
+//	          dentries (echo 2 > /proc/sys/vm/drop_caches): a LOOKUP of
+//	          a name the file system knows (on its own mount, new names
+//	          it answers for)
+//	read      pread of 4 KiB of DIR/rtt-file after dropping its pages: a READ
+//
+// Without -dir it mounts a trivial go-fuse file system that answers
+// these from memory (the floor of any go-fuse file system over the
+// transport); with -dir it times the mount DIR is in (cachefs, say:
+// `cachefsd local` on a cached subtree, DIR warmed first), whose
+// transport is its own. read needs DIR/rtt-file of at least 4 KiB.
+//
+// The ring side is internal/fuseuring, which cachefs mounts use by
+// default where the kernel offers it.
 package main
 
 import (
@@ -23,57 +40,44 @@ import (
 	"log"
 	"os"
 	"sort"
-	"syscall"
 	"time"
 
 	"github.com/cachefs/cachefs/internal/fuseuring"
 	"github.com/hanwen/go-fuse/v2/fuse"
-	"golang.org/x/sys/unix"
 )
 
-// rttFS answers the requests the measurement sends.
-type rttFS struct{ fuse.RawFileSystem }
-
-func (rttFS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
-	if in.NodeId != fuse.FUSE_ROOT_ID {
-		return fuse.ENOENT
-	}
-	out.Mode, out.Nlink, out.Ino = syscall.S_IFDIR|0o755, 2, 1
-	return fuse.OK
-}
-
-func (rttFS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
-	return fuse.ENOENT
-}
-
-func (rttFS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (uint32, fuse.Status) {
-	return 0, fuse.ENOATTR
-}
-
 func main() {
-	useRing := flag.Bool("uring", false, "serve the kernel over FUSE-over-io_uring")
+	useRing := flag.Bool("uring", false, "serve the kernel over FUSE-over-io_uring (own mount only)")
 	n := flag.Int("n", 20000, "requests to time")
+	op := flag.String("op", "getxattr", "request: getxattr, getattr, lookup, relookup or read")
+	dir := flag.String("dir", "", "time this directory of an existing mount instead of mounting one")
 	flag.Parse()
-	if err := run(*useRing, *n); err != nil {
+	call, ok := ops[*op]
+	if !ok {
+		log.Fatalf("-op %q: want getxattr, getattr, lookup, relookup or read", *op)
+	}
+	if err := run(*dir, *useRing, *op, call, *n); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(useRing bool, n int) error {
-	dir, err := os.MkdirTemp("", "fuse-rtt")
+func run(dir string, useRing bool, op string, call opFunc, n int) error {
+	what, own := "the mount of "+dir, dir == ""
+	if own {
+		d, srv, err := mountOwn(useRing)
+		if err != nil {
+			return err
+		}
+		defer os.Remove(d)
+		defer srv.Unmount()
+		dir, what = d, "transport "+transport(useRing)
+	}
+	lat, err := measure(dir, own, call, n)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(dir)
-	fs := rttFS{fuse.NewDefaultRawFileSystem()}
-	srv, err := mount(fs, dir, useRing)
-	if err != nil {
-		return err
-	}
-	defer srv.Unmount()
-	lat := measure(dir, n)
-	fmt.Printf("transport %s, %d getxattr: mean %v, median %v, p90 %v, p99 %v\n",
-		transport(useRing), n, mean(lat), lat[n/2], lat[n*9/10], lat[n*99/100])
+	fmt.Printf("%s, %d %s: mean %v, median %v, p90 %v, p99 %v\n",
+		what, n, op, mean(lat), lat[n/2], lat[n*9/10], lat[n*99/100])
 	return nil
 }
 
@@ -84,23 +88,39 @@ func transport(useRing bool) string {
 	return "/dev/fuse"
 }
 
-// mount mounts fs at dir, over the rings with useRing.
-func mount(fs fuse.RawFileSystem, dir string, useRing bool) (*fuse.Server, error) {
+// mountOwn mounts an rttFS on a new directory, over the rings with
+// useRing.
+func mountOwn(useRing bool) (string, *fuse.Server, error) {
+	dir, err := os.MkdirTemp("", "fuse-rtt")
+	if err != nil {
+		return "", nil, err
+	}
 	opts := &fuse.MountOptions{DirectMount: true, FsName: "fuse-rtt", Name: "fuse-rtt"}
-	return fuseuring.Mount(fs, dir, opts, useRing, fuseuring.Options{Logf: log.Printf})
+	srv, err := fuseuring.Mount(rttFS{fuse.NewDefaultRawFileSystem()}, dir, opts, useRing, fuseuring.Options{Logf: log.Printf})
+	if err != nil {
+		os.Remove(dir)
+		return "", nil, err
+	}
+	return dir, srv, nil
 }
 
-// measure times n getxattr calls on dir, sorted.
-func measure(dir string, n int) []time.Duration {
-	buf := make([]byte, 64)
+// measure times n calls on dir, sorted.
+func measure(dir string, own bool, call opFunc, n int) ([]time.Duration, error) {
+	c, err := call(dir, own)
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
 	lat := make([]time.Duration, n)
 	for i := range lat {
 		t := time.Now()
-		unix.Getxattr(dir, "user.fuse-rtt", buf)
+		if err := c.do(i); err != nil {
+			return nil, err
+		}
 		lat[i] = time.Since(t)
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	return lat
+	return lat, nil
 }
 
 func mean(lat []time.Duration) time.Duration {
