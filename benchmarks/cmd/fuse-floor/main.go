@@ -57,7 +57,7 @@ func main() {
 	if *noXattr {
 		raw = noXattrFS{raw}
 	}
-	srv, err := mount(raw, flag.Arg(0), *useRing)
+	srv, err := mount(raw, flag.Arg(0), *useRing, *seedDir == "")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -70,11 +70,12 @@ func main() {
 }
 
 // mount mounts fs at dir with cachefs's kernel options, so that the
-// kernel asks what it asks of cachefs, over either transport.
-func mount(fs fuse.RawFileSystem, dir string, useRing bool) (*fuse.Server, error) {
+// kernel asks what it asks of cachefs, over either transport; locks are
+// the guest kernel's unless forwarded, as on cachefs's cached connection.
+func mount(fs fuse.RawFileSystem, dir string, useRing, forwardLocks bool) (*fuse.Server, error) {
 	opts := &fuse.MountOptions{DirectMount: true, FsName: "fuse-floor", Name: "fuse-floor",
 		Options: []string{"default_permissions"}, MaxWrite: 1 << 20, MaxReadAhead: 1 << 20,
-		MaxBackground: 64, EnableLocks: true,
+		MaxBackground: 64, EnableLocks: forwardLocks,
 		ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_ATOMIC_O_TRUNC}
 	return fuseuring.Mount(fs, dir, opts, useRing, fuseuring.Options{Logf: log.Printf})
 }
