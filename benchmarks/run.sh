@@ -54,6 +54,7 @@ go build -o "$work/bin/cachefsd" ./cmd/cachefsd
 go build -o "$work/bin/loopback" ./benchmarks/loopback
 go build -o "$work/bin/visibility" ./benchmarks/cmd/visibility
 go build -o "$work/bin/cachefs-bench" ./benchmarks/cmd/cachefs-bench
+go build -o "$work/bin/fuse-floor" ./benchmarks/cmd/fuse-floor
 
 rev=${REVISION:-$(git describe --always --dirty 2>/dev/null || echo unknown)}
 args=(--work "$work" --bin "$work/bin" --out benchmarks/out --revision "$rev" --command "benchmarks/run.sh${*:+ $*}")

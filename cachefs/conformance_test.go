@@ -19,6 +19,13 @@ import (
 // CACHEFS_CONFORMANCE_NOSKIP=1.
 var knownBugs = map[string]string{}
 
+// notServed are suite tests of what a mount leaves out by choice, by
+// mode/name, with what: they are skipped there.
+var notServed = map[string]string{
+	"conn-cached-noxattr/Xattr":       "xattrs are off (TestCachedConnNoXattrsRefuses checks the errors)",
+	"conn-cached-noxattr/XattrErrors": "xattrs are off (TestCachedConnNoXattrsRefuses checks the errors)",
+}
+
 // hangLimit is how long one test may take on the mount before the
 // watchdog aborts the FUSE connection.
 const hangLimit = 3 * time.Minute
@@ -51,6 +58,13 @@ func TestConformanceConnections(t *testing.T) {
 			runSuiteIn(t, env.Mountpoint, "conn-"+m.String())
 		})
 	}
+	t.Run("cached-noxattr", func(t *testing.T) {
+		env := harness.Start(t, harness.Options{NoCachedXattrs: true})
+		if _, err := env.Guest.Register("", consistency.Cached); err != nil {
+			t.Fatalf("Register: %v", err)
+		}
+		runSuiteIn(t, env.Mountpoint, "conn-cached-noxattr")
+	})
 }
 
 // runModeSuite runs the suite under env's mount with its root in mode m,
@@ -69,6 +83,9 @@ func runSuiteIn(t *testing.T, mnt, mode string) {
 	runSuite(t, func(t *testing.T, name string) string {
 		if why, ok := knownBug(mode, name); ok {
 			t.Skip("cachefs bug: " + why)
+		}
+		if why, ok := notServed[mode+"/"+name]; ok {
+			t.Skip(why)
 		}
 		watchdog(t, st.Dev)
 		d, err := os.MkdirTemp(mnt, "t")

@@ -198,6 +198,11 @@ func (c *cachedConn) OnUnmount() {
 // MountCached mounts fs, whose policy is Cached for every path, as the
 // cached mode's own connection at dir.
 func MountCached(fs *FS, dir string, o MountOptions) (*fuse.Server, error) {
+	return serve(newCachedConn(fs), fs, dir, cachedMountOptions(o), o)
+}
+
+// cachedMountOptions are the kernel settings of a cached connection.
+func cachedMountOptions(o MountOptions) *fuse.MountOptions {
 	opts := baseMountOptions(o)
 	// Only the guest kernel's locks: no FLUSH tells the host when an
 	// owner closes, so a host lock could outlive it.
@@ -207,5 +212,5 @@ func MountCached(fs *FS, dir string, o MountOptions) (*fuse.Server, error) {
 	opts.EnableSymlinkCaching = true
 	// No ATOMIC_O_TRUNC: without OPEN, the kernel truncates by SETATTR.
 	opts.DisabledCapabilities = fuse.CAP_PASSTHROUGH
-	return serve(newCachedConn(fs), fs, dir, opts, o)
+	return opts
 }

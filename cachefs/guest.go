@@ -40,6 +40,10 @@ type GuestOptions struct {
 	// WatchedTTL is how long the cached connection trusts what it
 	// caches while the host reports changes. Zero: an hour.
 	WatchedTTL time.Duration
+	// NoCachedXattrs serves the cached connection without extended
+	// attributes, so that the kernel answers a warm `ls -l` alone
+	// (noXattrConn).
+	NoCachedXattrs bool
 }
 
 // Guest is a guest daemon's set of connections and registrations.
@@ -218,7 +222,11 @@ func (g *Guest) cachedConnLocked() (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := g.mountConn(fs, "cached", MountCached)
+	mount := MountCached
+	if g.opts.NoCachedXattrs {
+		mount = MountCachedNoXattrs
+	}
+	c, err := g.mountConn(fs, "cached", mount)
 	if err != nil {
 		fs.OnUnmount()
 		return nil, err

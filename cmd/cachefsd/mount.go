@@ -32,6 +32,7 @@ type guestFlags struct {
 	metrics     string // metrics.go
 	uring       string // auto, on or off (uring.go)
 	oneConn     bool
+	xattrs      bool // of the cached connection
 	overlay     bool
 }
 
@@ -48,6 +49,7 @@ func (g *guestFlags) register(fl *flag.FlagSet) {
 	fl.StringVar(&g.pprof, "pprof", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6060)")
 	fl.StringVar(&g.secretFile, "secret-file", "", "file holding the secret shared with the host (as serve's --secret-file)")
 	fl.BoolVar(&g.oneConn, "one-connection", false, "serve every mode over the one kernel connection at the mountpoint, instead of each registered mode over a connection of its own")
+	fl.BoolVar(&g.xattrs, "cached-xattrs", true, "serve extended attributes and ACLs in cached subtrees; without them (=false) the guest kernel answers a warm `ls -l` alone (docs/connections.md)")
 	fl.BoolVar(&g.overlay, "overlay", false, "serve delegated subtrees as overlays over a cached view, written back from the state directory (docs/overlay.md)")
 	fl.StringVar(&g.stateDir, "state-dir", "", "write-back journal of delegated subtrees, kept across restarts (default: under "+defaultStateDir()+", one per mountpoint)")
 }
@@ -146,7 +148,7 @@ func mount(args []string) error {
 		return err
 	}
 	guest, err := cachefs.NewGuest(fs, cachefs.GuestOptions{RunDir: filepath.Join(g.stateDir, "conn"), Mount: mo,
-		OneConnection: g.oneConn})
+		OneConnection: g.oneConn, NoCachedXattrs: !g.xattrs})
 	if err != nil {
 		srv.Unmount()
 		g.removeStateDir(fs, fl.Arg(0))
@@ -182,7 +184,7 @@ func local(args []string) error {
 // fanotify mark would report each write to them.
 func (g *guestFlags) localOptions(export, mnt string, pol *consistency.Policy, secret []byte) harness.Options {
 	fo := g.options(nil, pol, mnt)
-	return harness.Options{Export: export, Mountpoint: mnt, FS: fo, OneConnection: g.oneConn,
+	return harness.Options{Export: export, Mountpoint: mnt, FS: fo, OneConnection: g.oneConn, NoCachedXattrs: !g.xattrs,
 		Server:    upstream.ServerOptions{Secret: secret, Unwatched: []string{fo.StateDir}},
 		LinkDelay: g.linkDelay, Debug: g.debug, Logf: log.Printf}
 }

@@ -39,7 +39,10 @@ type Options struct {
 	// OneConnection serves every mode over the main connection (Guest
 	// registrations go to its policy, as FS.Register does).
 	OneConnection bool
-	Logf          func(format string, args ...any)
+	// NoCachedXattrs serves the cached connection without extended
+	// attributes (cachefs.GuestOptions.NoCachedXattrs).
+	NoCachedXattrs bool
+	Logf           func(format string, args ...any)
 }
 
 // Env is a running server, client and mount.
@@ -125,7 +128,7 @@ func (e *Env) start(o Options) error {
 		}
 	}
 	e.Guest, err = cachefs.NewGuest(e.FS, cachefs.GuestOptions{RunDir: filepath.Join(e.tmp, "conn"), Mount: mo,
-		OneConnection: o.OneConnection})
+		OneConnection: o.OneConnection, NoCachedXattrs: o.NoCachedXattrs})
 	return err
 }
 

@@ -49,6 +49,9 @@ var systems = []system{
 	cachefsSystem("delegated", "0", true),
 	cachefsSystem("delegated", "50us", true),
 	cachefsConnSystem("cached", "50us"),
+	cachefsNoXattrSystem("50us"),
+	floorSystem("fuse-floor-cached", "the read floor: fuse-floor -seed, opens and opendirs ENOSYS as on the cached connection", "-noopen"),
+	floorSystem("fuse-floor-cached-noxattr", "fuse-floor-cached with xattrs ENOSYS too", "-noopen", "-noxattr"),
 	cachefsRingSystem("consistent", "50us"),
 	cachefsRingSystem("cached", "50us"),
 	cachefsRingSystem("delegated", "50us"),
@@ -92,6 +95,24 @@ func cachefsConnSystem(mode, delay string) system {
 	s.About = fmt.Sprintf("cachefsd local --link-delay %s --uring off, the root registered %s (the mode's own connection)", delay, mode)
 	s.Register = mode
 	return s
+}
+
+// cachefsNoXattrSystem is the cached connection without xattrs
+// (--cached-xattrs=false).
+func cachefsNoXattrSystem(delay string) system {
+	s := cachefsConnSystem("cached", delay)
+	s.Name = "cachefs-cachednoxattr-" + delay
+	s.About += ", --cached-xattrs=false"
+	s.Args = append(s.Args[:len(s.Args)-1:len(s.Args)-1], "--cached-xattrs=false", "{mnt}")
+	return s
+}
+
+// floorSystem is fuse-floor serving a copy of the export from memory
+// (benchmarks/cmd/fuse-floor/seed.go) with flags: no go-fuse file system
+// with the same kernel settings answers a read workload faster.
+func floorSystem(name, about string, flags ...string) system {
+	args := append(flags, "-seed", "{export}", "-scratch", os.TempDir(), "{mnt}")
+	return system{Name: name, About: about, Tool: "fuse-floor", Args: args}
 }
 
 // quickSystems is the default set of --quick: the default systems that

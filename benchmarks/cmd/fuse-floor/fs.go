@@ -30,6 +30,7 @@ type fnode struct {
 	kids    map[string]uint64 // directories
 	target  string            // symlinks
 	path    string            // regular files: the backing file
+	seeded  bool              // path is a host file of -seed, read-only
 	fd      int               // its descriptor while opens > 0, or -1
 	backing int32             // registered backing id while opens > 0
 	opens   int
@@ -223,7 +224,11 @@ func (fs *floorFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string
 // open through to it.
 func (fs *floorFS) openLocked(n *fnode, out *fuse.OpenOut) fuse.Status {
 	if n.opens == 0 {
-		fd, err := syscall.Open(n.path, syscall.O_RDWR|syscall.O_CREAT|syscall.O_CLOEXEC, 0o600)
+		flags := syscall.O_RDWR | syscall.O_CREAT
+		if n.seeded {
+			flags = syscall.O_RDONLY
+		}
+		fd, err := syscall.Open(n.path, flags|syscall.O_CLOEXEC, 0o600)
 		if err != nil {
 			return fuse.ToStatus(err)
 		}

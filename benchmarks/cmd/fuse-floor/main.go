@@ -10,11 +10,13 @@
 // kernel's requests and their round trips, and the data, alone.
 //
 //	fuse-floor [-uring] [-backing shared|file] -scratch DIR MOUNTPOINT
+//	fuse-floor [-uring] [-noopen] [-noxattr] -seed DIR -scratch DIR MOUNTPOINT
 //
 // It serves until SIGINT or SIGTERM, then prints the requests it
 // answered by opcode. -backing shared passes every file through to one
 // backing file (no guest disk work per file at all); file (the default)
-// creates one backing file per created file, as cachefs does.
+// creates one backing file per created file, as cachefs does. -seed
+// serves a copy of a host tree, read-only (seed.go).
 package main
 
 import (
@@ -34,13 +36,28 @@ func main() {
 	useRing := flag.Bool("uring", false, "serve the kernel over FUSE-over-io_uring")
 	backing := flag.String("backing", "file", "shared: one backing file for all; file: one per created file")
 	scratch := flag.String("scratch", "", "directory for backing files (required)")
+	seedDir := flag.String("seed", "", "start with this host tree's names and attributes; reads come from its files")
+	noOpen := flag.Bool("noopen", false, "answer OPEN, OPENDIR and FLUSH ENOSYS (the kernel opens alone)")
+	noXattr := flag.Bool("noxattr", false, "answer the xattr requests ENOSYS (no xattrs)")
 	flag.Parse()
 	if flag.NArg() != 1 || *scratch == "" || (*backing != "shared" && *backing != "file") {
 		fmt.Fprintln(os.Stderr, "usage: fuse-floor [-uring] [-backing shared|file] -scratch DIR MOUNTPOINT")
 		os.Exit(2)
 	}
 	fs := newFloorFS(*scratch, *backing == "shared")
-	srv, err := mount(fs, flag.Arg(0), *useRing)
+	if *seedDir != "" {
+		if err := fs.seed(*seedDir); err != nil {
+			log.Fatal(err)
+		}
+	}
+	var raw fuse.RawFileSystem = fs
+	if *noOpen {
+		raw = noOpenFS{fs}
+	}
+	if *noXattr {
+		raw = noXattrFS{raw}
+	}
+	srv, err := mount(raw, flag.Arg(0), *useRing, *seedDir == "")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -53,11 +70,12 @@ func main() {
 }
 
 // mount mounts fs at dir with cachefs's kernel options, so that the
-// kernel asks what it asks of cachefs, over either transport.
-func mount(fs *floorFS, dir string, useRing bool) (*fuse.Server, error) {
+// kernel asks what it asks of cachefs, over either transport; locks are
+// the guest kernel's unless forwarded, as on cachefs's cached connection.
+func mount(fs fuse.RawFileSystem, dir string, useRing, forwardLocks bool) (*fuse.Server, error) {
 	opts := &fuse.MountOptions{DirectMount: true, FsName: "fuse-floor", Name: "fuse-floor",
 		Options: []string{"default_permissions"}, MaxWrite: 1 << 20, MaxReadAhead: 1 << 20,
-		MaxBackground: 64, EnableLocks: true,
+		MaxBackground: 64, EnableLocks: forwardLocks,
 		ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_ATOMIC_O_TRUNC}
 	return fuseuring.Mount(fs, dir, opts, useRing, fuseuring.Options{Logf: log.Printf})
 }
