@@ -145,9 +145,9 @@ func newWriteback(fs *FS, dir string, lim WritebackLimits) (*writeback, error) {
 
 // add journals a change and queues it; n's pending count holds its local
 // state until the change is on the host. It waits while the limits are
-// reached. Needs w.mu.
+// reached and the flusher can bring them down (limitedLocked). Needs w.mu.
 func (w *writeback) addLocked(op upstream.WBOp, staging string, n *node) {
-	for (len(w.queue) >= w.lim.Records || w.staged >= w.lim.Bytes) && !w.closed {
+	for w.limitedLocked() {
 		w.cond.Wait()
 	}
 	w.seq++
@@ -159,6 +159,18 @@ func (w *writeback) addLocked(op upstream.WBOp, staging string, n *node) {
 	w.queue = append(w.queue, r)
 	w.stats.Pending = uint64(len(w.queue))
 	w.cond.Broadcast()
+}
+
+// limitedLocked reports whether a change must wait for the flusher: a
+// limit is reached and there are records to send, whose write-back
+// brings it down. A limit slows writers, never stops them: with nothing
+// queued (the staged bytes of files still open, which only their own
+// records would free) or a queue stalled for space on the host, a
+// writer goes on (the state directory's space bounds it then:
+// roomLocked). Needs w.mu.
+func (w *writeback) limitedLocked() bool {
+	over := len(w.queue) >= w.lim.Records || w.staged >= w.lim.Bytes
+	return over && len(w.queue) > 0 && w.stalled == nil && !w.closed
 }
 
 // wait blocks until every change made before it is on the host (what
@@ -211,8 +223,8 @@ func (w *writeback) run() {
 		batch := w.takeLocked()
 		w.retry = false
 		w.mu.Unlock()
-		ops, sizes := w.ops(batch)
-		resp, err := w.send(ops)
+		ops, srcs, sizes := w.ops(batch)
+		resp, err := w.send(ops, srcs)
 		if err != nil && transient(err) {
 			w.mu.Lock()
 			w.stats.Retries++
@@ -260,24 +272,55 @@ func (w *writeback) retryStalled() {
 }
 
 // send applies ops on the host in order, in as many requests as the
-// frame size needs.
-func (w *writeback) send(ops []upstream.WBOp) (*upstream.ApplyResp, error) {
+// frame size needs, reading each op's data from its source (srcs[i])
+// just before its request: a batch holds one request's data at most.
+func (w *writeback) send(ops []upstream.WBOp, srcs []dataSrc) (*upstream.ApplyResp, error) {
 	all := &upstream.ApplyResp{}
 	for len(ops) > 0 {
-		n, bytes := 0, 0
-		for n < len(ops) && (n == 0 || bytes+len(ops[n].Data) <= wbBatchBytes) {
-			bytes += len(ops[n].Data) + len(ops[n].Path) + len(ops[n].Path2) + 64
+		n, bytes := 0, int64(0)
+		for n < len(ops) && (n == 0 || bytes+srcs[n].n <= wbBatchBytes) {
+			bytes += srcs[n].n + int64(len(ops[n].Path)+len(ops[n].Path2)+64)
 			n++
 		}
+		for i := range n {
+			ops[i].Data = srcs[i].read()
+		}
 		var resp upstream.ApplyResp
-		if err := w.fs.rpc(upstream.OpApply, &upstream.ApplyReq{Ops: ops[:n]}, &resp); err != nil {
+		err := w.fs.rpc(upstream.OpApply, &upstream.ApplyReq{Ops: ops[:n]}, &resp)
+		for i := range n {
+			ops[i].Data = nil
+		}
+		if err != nil {
 			return nil, err
 		}
 		all.Errnos = append(all.Errnos, resp.Errnos...)
 		all.Inos = append(all.Inos, resp.Inos...)
-		ops = ops[n:]
+		ops, srcs = ops[n:], srcs[n:]
 	}
 	return all, nil
+}
+
+// dataSrc is where a WBWrite op's data is: n bytes at off of a staging
+// file (none if n is 0).
+type dataSrc struct {
+	path   string
+	off, n int64
+}
+
+// read returns the source's data: shorter where the file is, nothing
+// where it is gone (written back and dropped already).
+func (s dataSrc) read() []byte {
+	if s.n == 0 {
+		return nil
+	}
+	f, err := openPlain(s.path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	b := make([]byte, s.n)
+	k, _ := f.ReadAt(b, s.off)
+	return b[:k]
 }
 
 // takeLocked returns the records of the next batch (they stay queued).
@@ -295,10 +338,11 @@ func (w *writeback) takeLocked() []*record {
 	return w.queue[:n]
 }
 
-// ops turns records into host ops, reading staged contents; sizes[i] is
-// how many ops record i became.
-func (w *writeback) ops(batch []*record) ([]upstream.WBOp, []int) {
+// ops turns records into host ops, with the sources of their data;
+// sizes[i] is how many ops record i became.
+func (w *writeback) ops(batch []*record) ([]upstream.WBOp, []dataSrc, []int) {
 	var ops []upstream.WBOp
+	var srcs []dataSrc
 	sizes := make([]int, len(batch))
 	for i, r := range batch {
 		before := len(ops)
@@ -306,13 +350,14 @@ func (w *writeback) ops(batch []*record) ([]upstream.WBOp, []int) {
 			continue // sizes[i] is 0: the op before carries it
 		}
 		if r.Staging == "" {
-			ops = append(ops, r.Op)
+			ops, srcs = append(ops, r.Op), append(srcs, dataSrc{})
 		} else {
-			ops = append(ops, w.dataOps(r)...)
+			o, s := w.dataOps(r)
+			ops, srcs = append(ops, o...), append(srcs, s...)
 		}
 		sizes[i] = len(ops) - before
 	}
-	return ops, sizes
+	return ops, srcs, sizes
 }
 
 // mergeSetattr folds setattr op b into a, the op before it, if both
@@ -353,25 +398,44 @@ func mergeSetattr(a, b *upstream.WBOp) bool {
 	return true
 }
 
-// dataOps reads a staging file into WBWrite ops of at most wbChunk
-// bytes; the first truncates to the size, the last sets the times.
-func (w *writeback) dataOps(r *record) []upstream.WBOp {
-	data, err := readPlain(filepath.Join(w.dir, r.Staging))
-	if err != nil {
-		data = nil // gone: the file was written back and dropped already
+// dataOps turns a staging file into WBWrite ops of at most wbChunk
+// bytes of its data ranges, holes left out; the first truncates to the
+// size, the last sets the times. Where there are holes, an op before
+// them truncates the host's file to nothing, so that none of its old
+// bytes shows through a hole. Their data is read when sent. A staging
+// file that is gone (written back and dropped already) is empty.
+func (w *writeback) dataOps(r *record) ([]upstream.WBOp, []dataSrc) {
+	path := filepath.Join(w.dir, r.Staging)
+	size, ranges := dataRanges(path)
+	var chunks []dataSrc
+	covered := int64(0)
+	for _, rg := range ranges {
+		for off := rg[0]; off < rg[1]; off += wbChunk {
+			chunks = append(chunks, dataSrc{path: path, off: off, n: min(wbChunk, rg[1]-off)})
+		}
+		covered += rg[1] - rg[0]
 	}
+	if len(chunks) == 0 {
+		chunks = []dataSrc{{}}
+	}
+	base := r.Op
+	base.Kind, base.Size, base.Valid = upstream.WBWrite, uint64(size), 0
 	var ops []upstream.WBOp
-	for off := 0; off == 0 || off < len(data); off += wbChunk {
-		op := r.Op
-		op.Kind, op.Offset, op.First, op.Size = upstream.WBWrite, int64(off), off == 0, uint64(len(data))
-		op.Data = data[off:min(off+wbChunk, len(data))]
-		op.Valid = 0
-		if off+wbChunk >= len(data) {
+	var srcs []dataSrc
+	if covered < size {
+		op := base
+		op.First, op.Size = true, 0
+		ops, srcs = append(ops, op), append(srcs, dataSrc{})
+	}
+	for i, c := range chunks {
+		op := base
+		op.Offset, op.First = c.off, i == 0
+		if i == len(chunks)-1 {
 			op.Valid = r.Op.Valid & (upstream.SetAtime | upstream.SetMtime)
 		}
-		ops = append(ops, op)
+		ops, srcs = append(ops, op), append(srcs, c)
 	}
-	return ops
+	return ops, srcs
 }
 
 // finish records a batch's outcome and drops from the queue the records
@@ -478,6 +542,7 @@ func (w *writeback) doneLocked(r *record) {
 // the node becomes an ordinary host node again.
 func (w *writeback) dropStagingLocked(n *node) {
 	l := n.local
+	w.chargeLocked(l, 0)
 	w.dropped = append(w.dropped, l.staging)
 	w.cond.Broadcast()
 	n.local = nil

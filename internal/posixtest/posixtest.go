@@ -37,6 +37,12 @@ var All = map[string]func(t *testing.T, dir string){
 	"LargeFile":          LargeFile,
 	"WriteUpdatesTimes":  WriteUpdatesTimes,
 	"CopyFileRange":      CopyFileRange,
+	// resize.go
+	"OpenTruncAfterStat":  OpenTruncAfterStat,
+	"TruncateThenPwrite":  TruncateThenPwrite,
+	"TruncateThenAppend":  TruncateThenAppend,
+	"TruncateShrinkStays": TruncateShrinkStays,
+	"RenameOpenThenWrite": RenameOpenThenWrite,
 	// dir.go
 	"MkdirRmdir":    MkdirRmdir,
 	"ReaddirBig":    ReaddirBig,
