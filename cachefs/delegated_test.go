@@ -11,6 +11,7 @@ import (
 
 	"github.com/cachefs/cachefs/consistency"
 	"github.com/cachefs/cachefs/internal/harness"
+	"github.com/cachefs/cachefs/internal/posixtest"
 	"github.com/cachefs/cachefs/upstream"
 	"golang.org/x/sys/unix"
 )
@@ -287,5 +288,29 @@ func TestDelegatedAttrsAfterWriteBack(t *testing.T) {
 	}
 	if b, err := os.ReadFile(p); err != nil || string(b) != "hello" {
 		t.Errorf("ReadFile: %q, %v; want hello", b, err)
+	}
+}
+
+// TestDelegatedWriteBackMatches runs conformance tests that change
+// files' sizes and names in a delegated subtree, each in a directory of
+// its own, then writes back: the host has what the guest shows, in size,
+// content and mode.
+func TestDelegatedWriteBackMatches(t *testing.T) {
+	export := t.TempDir()
+	env := startDelegated(t, export, t.TempDir())
+	for _, name := range []string{"OpenTruncAfterStat", "TruncateThenPwrite", "TruncateThenAppend",
+		"TruncateShrinkStays", "RenameOpenThenWrite"} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(env.Mountpoint, name)
+			if err := os.Mkdir(dir, 0755); err != nil {
+				t.Fatalf("Mkdir: %v", err)
+			}
+			posixtest.All[name](t, dir)
+			guest := snapshotTree(t, dir)
+			if failed := env.FS.WriteBack(); len(failed) > 0 {
+				t.Fatalf("write-back failures: %+v", failed)
+			}
+			sameTree(t, "host after flush", snapshotTree(t, filepath.Join(export, name)), guest)
+		})
 	}
 }
