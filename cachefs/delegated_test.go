@@ -314,3 +314,48 @@ func TestDelegatedWriteBackMatches(t *testing.T) {
 		})
 	}
 }
+
+// TestDelegatedRootSetattr changes the mount root's mode and times in a
+// delegated mount (touch, chmod, as cp -a does to its target): the host's
+// root gets them at the next flush, and later flushes succeed.
+func TestDelegatedRootSetattr(t *testing.T) {
+	export := t.TempDir()
+	env := startDelegated(t, export, t.TempDir())
+	mtime := time.Date(2021, 3, 4, 5, 6, 7, 0, time.UTC)
+	if err := os.Chmod(env.Mountpoint, 0751); err != nil {
+		t.Fatalf("Chmod: %v", err)
+	}
+	if err := os.Chtimes(env.Mountpoint, mtime, mtime); err != nil {
+		t.Fatalf("Chtimes: %v", err)
+	}
+	if failed := env.FS.WriteBack(); len(failed) > 0 {
+		t.Errorf("write-back failures: %+v", failed)
+	}
+	for i := 0; i < 2; i++ {
+		if err := os.WriteFile(filepath.Join(env.Mountpoint, fmt.Sprint("f", i)), []byte("x"), 0644); err != nil {
+			t.Fatalf("WriteFile: %v", err)
+		}
+		if failed := env.FS.WriteBack(); len(failed) > 0 {
+			t.Errorf("write-back failures after a later change: %+v", failed)
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(export, &st); err != nil {
+		t.Fatalf("Stat: %v", err)
+	}
+	if st.Mode&07777 != 0751 {
+		t.Errorf("host root mode %o, want 751", st.Mode&07777)
+	}
+	if err := os.Chtimes(env.Mountpoint, mtime, mtime); err != nil {
+		t.Fatalf("Chtimes: %v", err)
+	}
+	if failed := env.FS.WriteBack(); len(failed) > 0 {
+		t.Errorf("write-back failures: %+v", failed)
+	}
+	if err := unix.Stat(export, &st); err != nil {
+		t.Fatalf("Stat: %v", err)
+	}
+	if got := time.Unix(st.Mtim.Unix()); !got.Equal(mtime) {
+		t.Errorf("host root mtime %v, want %v", got, mtime)
+	}
+}

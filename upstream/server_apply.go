@@ -149,6 +149,13 @@ func (ss *session) markPath(dfd int, name string, ops ...invalidation.Op) {
 }
 
 func (ss *session) applyOne(w *dirWalker, op *WBOp) error {
+	if op.Path == "" && op.Kind == WBSetattr { // the export root itself: its mode, owner, times
+		dfd, err := w.dir("")
+		if err != nil {
+			return err
+		}
+		return ss.applyWBSetattr(dfd, ".", op)
+	}
 	dfd, name, err := w.parent(op.Path)
 	if err != nil {
 		return err
