@@ -638,7 +638,7 @@ func (fs *FS) WriteBack() []Failure {
 		return failed
 	}
 	fs.wb.sync()
-	return append(failed, fs.wb.wait()...)
+	return append(failed, fs.wb.standing()...)
 }
 
 // dropLocal gives back to the host the nodes that are no longer in a

@@ -359,3 +359,51 @@ func TestDelegatedRootSetattr(t *testing.T) {
 		t.Errorf("host root mtime %v, want %v", got, mtime)
 	}
 }
+
+// TestDelegatedFlushKeepsFailures makes a change the host refuses (a
+// directory where the host has a file), lets an fsync of another file
+// see the failure first, then flushes: every flush reports the change
+// with its path and errno for as long as it is not on the host, and
+// once a later change at that path is, flush succeeds again.
+func TestDelegatedFlushKeepsFailures(t *testing.T) {
+	export := t.TempDir()
+	env := startDelegated(t, export, t.TempDir())
+	env.FS.HoldWriteback(true)
+	x := filepath.Join(env.Mountpoint, "x")
+	if err := os.Mkdir(x, 0755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(export, "x"), []byte("a file on the host"), 0644)
+	env.FS.HoldWriteback(false)
+	f, err := os.Create(filepath.Join(env.Mountpoint, "other"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err == nil {
+		t.Errorf("fsync succeeded while a change failed to write back")
+	}
+	for i := 0; i < 2; i++ {
+		failed := env.FS.WriteBack()
+		if len(failed) != 1 || failed[0].Path != "x" || failed[0].Op != "mkdir" || failed[0].Errno == "" {
+			t.Errorf("flush %d: failures %+v, want the mkdir of x", i, failed)
+		}
+	}
+	os.Remove(filepath.Join(export, "x"))
+	if err := os.Chmod(x, 0700); err != nil { // written back as a setattr of x: fails, no directory there
+		t.Fatal(err)
+	}
+	if failed := env.FS.WriteBack(); len(failed) == 0 {
+		t.Errorf("flush succeeded while x is not on the host")
+	}
+	if err := os.Rename(x, x+"2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(x, 0755); err != nil {
+		t.Fatal(err)
+	}
+	if failed := env.FS.WriteBack(); len(failed) != 1 || failed[0].Op != "rename" {
+		// x is on the host now; x2 is still not (its rename found nothing)
+		t.Errorf("failures %+v, want x2's rename only", failed)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -87,12 +88,13 @@ type writeback struct {
 	replayed map[string]int // records replayed from the journal per staging file
 	stats    WritebackStats
 	closed   bool
-	held     bool     // tests: nothing is sent while held
-	crashAt  func()   // tests: called where a crash leaves a journal replacement as it is
-	reported int      // failures returned by wait so far
-	stalled  *Failure // the host has no space for the queue's head
-	stalls   uint64   // sends that ended stalled
-	retry    bool     // a stalled queue may be sent again
+	held     bool               // tests: nothing is sent while held
+	crashAt  func()             // tests: called where a crash leaves a journal replacement as it is
+	reported int                // failures returned by wait so far
+	refused  map[string]Failure // standing refusals by the path they leave wrong (refusedKey)
+	stalled  *Failure           // the host has no space for the queue's head
+	stalls   uint64             // sends that ended stalled
+	retry    bool               // a stalled queue may be sent again
 	j        journalState
 	pt       bool             // staging files may be passed through (passthrough.go)
 	plain    map[*node]int    // open handles per node that are not passthrough
@@ -109,6 +111,11 @@ const wbChunk = 1 << 20      // data per WBWrite
 // waits for it: changes come in bursts of a few records per file, and a
 // batch per burst would cost a round trip, a host apply and a journal
 // marker each.
+//
+// A change the host refused stands (refused) until a later change at
+// its path is on the host: every flush (FS.WriteBack) reports the
+// standing ones, whoever saw them first (a wait for an fsync or a link
+// returns only the failures new to it).
 const wbGather = 2 * time.Millisecond
 
 func newWriteback(fs *FS, dir string, lim WritebackLimits) (*writeback, error) {
@@ -122,7 +129,7 @@ func newWriteback(fs *FS, dir string, lim WritebackLimits) (*writeback, error) {
 		return nil, err
 	}
 	w := &writeback{fs: fs, dir: dir, lim: lim, plain: map[*node]int{}, open: map[*handle]bool{},
-		readyKick: make(chan struct{}, 1)}
+		readyKick: make(chan struct{}, 1), refused: map[string]Failure{}}
 	w.cond = sync.NewCond(&w.mu)
 	old, done, err := w.openJournal(filepath.Join(dir, "journal"))
 	if err != nil {
@@ -462,6 +469,8 @@ func (w *writeback) finish(batch []*record, ops []upstream.WBOp, sizes []int, re
 			}
 			if errno != 0 {
 				w.failLocked(&ops[k], syscall.Errno(errno))
+			} else {
+				w.resolveLocked(&ops[k])
 			}
 			k++
 		}
@@ -521,6 +530,56 @@ func (w *writeback) failLocked(op *upstream.WBOp, errno syscall.Errno) {
 	if len(w.stats.Failures) < 1000 {
 		w.stats.Failures = append(w.stats.Failures, f)
 	}
+	w.refused[refusedKey(op)] = f
+}
+
+// refusedKey is the path a refused op leaves different on the host from
+// the guest: a rename's target, else its path.
+func refusedKey(op *upstream.WBOp) string {
+	if op.Kind == upstream.WBRename {
+		return op.Path2
+	}
+	return op.Path
+}
+
+// resolveLocked drops the standing refusals that op, now on the host,
+// supersedes: at its paths, and beneath them where it removed or moved
+// a directory. Needs w.mu.
+func (w *writeback) resolveLocked(op *upstream.WBOp) {
+	if len(w.refused) == 0 {
+		return
+	}
+	paths := []string{op.Path}
+	if op.Kind == upstream.WBRename {
+		paths = append(paths, op.Path2)
+	}
+	tree := op.Kind == upstream.WBRename || op.Kind == upstream.WBRmdir
+	for _, p := range paths {
+		delete(w.refused, p)
+		if !tree {
+			continue
+		}
+		for k := range w.refused {
+			if strings.HasPrefix(k, p+"/") || p == "" {
+				delete(w.refused, k)
+			}
+		}
+	}
+}
+
+// standing waits like wait, then returns every refusal that stands, and
+// the stall, sorted by path.
+func (w *writeback) standing() []Failure {
+	out := w.wait()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, f := range w.refused {
+		if !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Failure) int { return strings.Compare(a.Path, b.Path) })
+	return out
 }
 
 // doneLocked releases what a record held once it is on the host.
