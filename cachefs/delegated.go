@@ -280,6 +280,9 @@ func (fs *FS) dCreate(parent *node, name string, mode uint32, target string, c u
 		l.children, l.attr.Nlink, l.attr.Size, op.Kind = map[string]*node{}, 2, 4096, upstream.WBMkdir
 	case sIFLNK:
 		l.attr.Size, op.Kind = uint64(len(target)), upstream.WBSymlink
+		// Its times are set on the host with it: nothing else writes a
+		// symlink, and it would keep the write-back's time.
+		op.Atime, op.Mtime, op.Valid = now, now, upstream.SetAtime|upstream.SetMtime
 	default:
 		l.staging, l.ready, op.Kind = staging, ready, upstream.WBCreate
 		if opening {

@@ -194,7 +194,10 @@ func (ss *session) applyOne(w *dirWalker, op *WBOp) error {
 				err = nil
 			}
 		}
-		return ss.applyOwner(dfd, name, op, err)
+		if err := ss.applyOwner(dfd, name, op, err); err != nil {
+			return err
+		}
+		return applyTimes(dfd, name, op)
 	case WBWrite:
 		ss.markPath(dfd, name, invalidation.Modify, invalidation.Attrib)
 		return applyWrite(dfd, name, op)
@@ -245,6 +248,12 @@ func applyWrite(dfd int, name string, op *WBOp) error {
 		}
 		off, b = off+int64(n), b[n:]
 	}
+	return applyTimes(dfd, name, op)
+}
+
+// applyTimes sets name's times to the guest's, if op carries them (a
+// write's, a symlink's): not left at the time of the write-back.
+func applyTimes(dfd int, name string, op *WBOp) error {
 	if op.Valid&(SetAtime|SetMtime) == 0 {
 		return nil
 	}

@@ -2,6 +2,7 @@ package posixtest
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -144,4 +145,64 @@ func RenameOpenThenWrite(t *testing.T, dir string) {
 	check(t, err, "append")
 	check(t, g.Close(), "Close")
 	wantContent(t, a, string(want)+"!")
+}
+
+// SparsePast2G writes one byte at 2 GiB+1 and closes (a file of 2 GiB
+// of hole), reads it back, fsyncs, then appends through a new
+// descriptor: the size and bytes are right, the file stays sparse, and
+// the process's memory peak (the file system's too, where it runs in
+// the process) grows by far less than the file's size.
+func SparsePast2G(t *testing.T, dir string) {
+	const off = 2<<30 + 1
+	base := rss(t, "VmRSS")
+	resetPeak(t)
+	p := filepath.Join(dir, "f")
+	f := open(t, p, os.O_CREATE|os.O_RDWR, 0644)
+	_, err := f.WriteAt([]byte("x"), off)
+	check(t, err, "pwrite at 2 GiB+1")
+	check(t, f.Sync(), "fsync")
+	check(t, f.Close(), "Close")
+	eq(t, "size", lstat(t, p).Size, off+1)
+	g := open(t, p, os.O_RDWR|os.O_APPEND, 0)
+	_, err = g.Write([]byte("y"))
+	check(t, err, "append")
+	wantSize(t, g, p, off+2)
+	buf := make([]byte, 4)
+	n, err := g.ReadAt(buf, off-1)
+	if err != io.EOF {
+		check(t, err, "pread")
+	}
+	eq(t, "bytes at the end", string(buf[:n]), "\x00xy")
+	check(t, g.Sync(), "fsync")
+	check(t, g.Close(), "Close")
+	if st := lstat(t, p); st.Blocks*512 > 64<<20 {
+		t.Errorf("%d bytes allocated for 2 bytes of data: the hole was filled", st.Blocks*512)
+	}
+	if grew := rss(t, "VmHWM") - base; grew > 256<<20 {
+		t.Errorf("memory peak grew by %d MiB for a sparse file of 2 GiB", grew>>20)
+	}
+}
+
+// rss returns a field of /proc/self/status (VmRSS, VmHWM) in bytes.
+func rss(t *testing.T, field string) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	check(t, err, "read /proc/self/status")
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(line, []byte(field+":")); ok {
+			var kb int64
+			_, err := fmt.Sscanf(string(bytes.TrimSpace(v)), "%d kB", &kb)
+			check(t, err, "parse "+field)
+			return kb << 10
+		}
+	}
+	t.Fatalf("no %s in /proc/self/status", field)
+	return 0
+}
+
+// resetPeak resets the process's memory peak (VmHWM) to its resident
+// size now.
+func resetPeak(t *testing.T) {
+	t.Helper()
+	check(t, os.WriteFile("/proc/self/clear_refs", []byte("5"), 0), "reset VmHWM")
 }
