@@ -56,7 +56,10 @@ func (fs *FS) fetchInto(n *node, f *os.File, size int64) error {
 			return err
 		}
 		for off := int64(0); off < size; {
-			start, end := fs.hostData(oh.Handle, off, size)
+			start, end := int64(0), size
+			if size > upstream.MaxIO { // a small file's holes are not worth a round trip
+				start, end = fs.hostData(oh.Handle, off, size)
+			}
 			if start >= end {
 				break
 			}
@@ -111,6 +114,11 @@ func (fs *FS) hostData(h uint64, off, size int64) (start, end int64) {
 	return start, min(r.Offset, size)
 }
 
+// smallFile is the size up to which a staging file is written back
+// whole, holes and all: most files written are small, and their holes
+// are not worth two lseeks and an open per write-back.
+const smallFile = 64 << 10
+
 // seekData and seekHole are lseek's SEEK_DATA and SEEK_HOLE.
 const seekData, seekHole = 3, 4
 
@@ -132,17 +140,24 @@ func allZero(b []byte) bool {
 
 // dataRanges returns the size of the file at path and its data ranges
 // (SEEK_DATA, SEEK_HOLE), each [start, end); where the file system
-// cannot tell, the whole file is data. A missing file is empty.
+// cannot tell, and in files of at most smallFile bytes, the whole file
+// is data. A missing file is empty.
 func dataRanges(path string) (int64, [][2]int64) {
+	var st syscall.Stat_t
+	if syscall.Stat(path, &st) != nil {
+		return 0, nil
+	}
+	if st.Size <= smallFile {
+		if st.Size == 0 {
+			return 0, nil
+		}
+		return st.Size, [][2]int64{{0, st.Size}}
+	}
 	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return 0, nil
 	}
 	defer syscall.Close(fd)
-	var st syscall.Stat_t
-	if syscall.Fstat(fd, &st) != nil {
-		return 0, nil
-	}
 	var out [][2]int64
 	for off := int64(0); off < st.Size; {
 		start, err := syscall.Seek(fd, off, seekData)
