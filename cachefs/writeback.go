@@ -26,9 +26,11 @@ import (
 // replayed from the last marker when it starts again (journal.go keeps
 // it whole when the state directory fills up). The flusher lets a small
 // batch grow for wbGather unless somebody waits. A record that the
-// host refuses for good is reported (Failures) and dropped; a lost
+// host refuses for good is reported (Failures, and by every flush while it
+// stands: refused) and dropped; a lost
 // connection is retried until the host answers. A record the host has no
-// space for (ENOSPC, EDQUOT) stalls the queue instead: it is reported and
+// space for (ENOSPC, EDQUOT), or no descriptors or memory
+// (upstream.WBStalls), stalls the queue instead: it is reported and
 // kept, with the guest's data, and sent again after a growing pause or
 // at once when a flush or fsync waits; the records after it wait too.
 
@@ -498,13 +500,14 @@ func (w *writeback) finish(batch []*record, ops []upstream.WBOp, sizes []int, re
 }
 
 // noSpace returns the first of count ops from k that the host refused
-// for lack of space, with its errno, or 0.
+// for lack of space or another resource it may have later
+// (upstream.WBStalls), with its errno, or 0.
 func noSpace(resp *upstream.ApplyResp, err error, k, count int) (int, syscall.Errno) {
 	if err != nil {
 		return 0, 0
 	}
 	for j := k; j < k+count && j < len(resp.Errnos); j++ {
-		if e := syscall.Errno(resp.Errnos[j]); e == syscall.ENOSPC || e == syscall.EDQUOT {
+		if e := syscall.Errno(resp.Errnos[j]); upstream.WBStalls(e) {
 			return j, e
 		}
 	}
@@ -516,7 +519,7 @@ func noSpace(resp *upstream.ApplyResp, err error, k, count int) (int, syscall.Er
 func (w *writeback) stallLocked(op *upstream.WBOp, errno syscall.Errno) {
 	f := Failure{Path: op.Path, Op: wbOpName(op.Kind), Errno: errno.Error()}
 	if w.stalled == nil || *w.stalled != f {
-		w.fs.opts.Logf("cachefs: write-back of %s %q waits for space on the host: %v", f.Op, f.Path, errno)
+		w.fs.opts.Logf("cachefs: write-back of %s %q waits for the host: %v", f.Op, f.Path, errno)
 		if len(w.stats.Failures) < 1000 {
 			w.stats.Failures = append(w.stats.Failures, f)
 		}

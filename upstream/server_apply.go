@@ -13,7 +13,8 @@ import (
 // request. Each is idempotent: re-applying a batch after a lost reply or
 // a guest crash ends in the same host state.
 //
-// An op that fails for lack of space (ENOSPC, EDQUOT) ends the request:
+// An op that fails for lack of space (ENOSPC, EDQUOT), descriptors or
+// memory (WBStalls) ends the request:
 // the guest keeps it and sends it again once there is space, so the ops
 // after it are not applied before it (they get ECANCELED).
 
@@ -38,7 +39,7 @@ func (ss *session) apply(req *ApplyReq, resp *ApplyResp) error {
 			continue
 		}
 		resp.Errnos[i] = uint32(toErrno(err))
-		if err == unix.ENOSPC || err == unix.EDQUOT {
+		if WBStalls(toErrno(err)) {
 			for j := i + 1; j < len(req.Ops); j++ {
 				resp.Errnos[j] = uint32(unix.ECANCELED)
 			}
