@@ -2,6 +2,8 @@ package cachefs
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -291,19 +293,24 @@ func (w *writeback) send(ops []upstream.WBOp, srcs []dataSrc) (*upstream.ApplyRe
 			bytes += srcs[n].n + int64(len(ops[n].Path)+len(ops[n].Path2)+64)
 			n++
 		}
-		for i := range n {
-			ops[i].Data = srcs[i].read()
+		var err error
+		for i := 0; i < n && err == nil; i++ {
+			ops[i].Data, err = srcs[i].read()
 		}
-		var resp upstream.ApplyResp
-		err := w.fs.rpc(upstream.OpApply, &upstream.ApplyReq{Ops: ops[:n]}, &resp)
+		if err != nil {
+			w.fs.opts.Logf("cachefs: write-back: %v (sent again)", err)
+		} else {
+			var resp upstream.ApplyResp
+			err = w.fs.rpc(upstream.OpApply, &upstream.ApplyReq{Ops: ops[:n]}, &resp)
+			all.Errnos = append(all.Errnos, resp.Errnos...)
+			all.Inos = append(all.Inos, resp.Inos...)
+		}
 		for i := range n {
 			ops[i].Data = nil
 		}
 		if err != nil {
 			return nil, err
 		}
-		all.Errnos = append(all.Errnos, resp.Errnos...)
-		all.Inos = append(all.Inos, resp.Inos...)
 		ops, srcs = ops[n:], srcs[n:]
 	}
 	return all, nil
@@ -317,20 +324,31 @@ type dataSrc struct {
 }
 
 // read returns the source's data: shorter where the file is, nothing
-// where it is gone (written back and dropped already).
-func (s dataSrc) read() []byte {
+// where it is gone (written back and dropped already). Any other error
+// is errStagingRead: the batch is sent again, never with data missing.
+func (s dataSrc) read() ([]byte, error) {
 	if s.n == 0 {
-		return nil
+		return nil, nil
 	}
 	f, err := openPlain(s.path, os.O_RDONLY, 0)
+	if errors.Is(err, syscall.ENOENT) {
+		return nil, nil
+	}
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("%w: %v", errStagingRead, err)
 	}
 	defer f.Close()
 	b := make([]byte, s.n)
-	k, _ := f.ReadAt(b, s.off)
-	return b[:k]
+	k, err := f.ReadAt(b, s.off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%w: %v", errStagingRead, err)
+	}
+	return b[:k], nil
 }
+
+// errStagingRead is a staging file that could not be read for sending
+// (the daemon out of descriptors, say): transient.
+var errStagingRead = errors.New("reading a staging file")
 
 // takeLocked returns the records of the next batch (they stay queued).
 func (w *writeback) takeLocked() []*record {
@@ -652,6 +670,7 @@ func (w *writeback) snapshot() WritebackStats {
 // again rather than reported.
 func transient(err error) bool {
 	return errors.Is(err, syscall.EIO) || errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ETIMEDOUT) ||
+		errors.Is(err, errStagingRead) ||
 		errors.Is(err, upstream.ErrSessionLost) || errors.Is(err, syscall.EINTR)
 }
 
