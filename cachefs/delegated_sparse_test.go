@@ -144,7 +144,6 @@ func TestDelegatedTimesWriteBack(t *testing.T) {
 		}
 		guest[name] = st
 	}
-	time.Sleep(1100 * time.Millisecond) // so that the write-back's time differs
 	env.FS.HoldWriteback(false)
 	if failed := env.FS.WriteBack(); len(failed) > 0 {
 		t.Fatalf("write-back failures: %+v", failed)
