@@ -283,6 +283,13 @@ func (fs *FS) dCreate(parent *node, name string, mode uint32, target string, c u
 		// Its times are set on the host with it: nothing else writes a
 		// symlink, and it would keep the write-back's time.
 		op.Atime, op.Mtime, op.Valid = now, now, upstream.SetAtime|upstream.SetMtime
+	case sIFREG:
+		l.staging, l.ready, op.Kind = staging, ready, upstream.WBCreate
+		if opening {
+			l.opens = 1 // the write at its close sets its times on the host
+		} else { // mknod: nothing else sets them
+			op.Atime, op.Mtime, op.Valid = now, now, upstream.SetAtime|upstream.SetMtime
+		}
 	default:
 		l.staging, l.ready, op.Kind = staging, ready, upstream.WBCreate
 		if opening {

@@ -185,7 +185,10 @@ func (ss *session) applyOne(w *dirWalker, op *WBOp) error {
 		} else if err == unix.EEXIST {
 			err = isType(dfd, name, unix.S_IFREG)
 		}
-		return ss.applyOwner(dfd, name, op, err)
+		if err := ss.applyOwner(dfd, name, op, err); err != nil {
+			return err
+		}
+		return applyTimes(dfd, name, op)
 	case WBSymlink:
 		ss.markPath(dfd, name, invalidation.Create, invalidation.Attrib)
 		err = unix.Symlinkat(op.Target, dfd, name)
