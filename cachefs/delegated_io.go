@@ -30,10 +30,9 @@ func (fs *FS) openLocalLocked(n *node, flags uint32, reserved bool) (*handle, er
 			f.Close()
 			return nil, err
 		}
-		fs.wb.staged -= int64(n.local.attr.Size)
 		n.local.attr.Size = 0
 		n.local.attr.Mtime = nowNs()
-		fs.wb.seenLocked(n)
+		fs.wb.seenLocked(n, f)
 	}
 	if !reserved {
 		n.local.opens++
@@ -147,15 +146,13 @@ func (fs *FS) lWrite(h *handle, in *fuse.WriteIn, data []byte) (uint32, fuse.Sta
 	l := h.node.local
 	end := uint64(in.Offset) + uint64(n)
 	if end > l.attr.Size {
-		w.staged += int64(end - l.attr.Size)
 		l.attr.Size = end
 	}
-	l.attr.Blocks = (l.attr.Size + 511) / 512
 	l.attr.Mtime = nowNs()
 	l.attr.Ctime = l.attr.Mtime
 	h.dirty = true
 	w.stats.LocalWrites++
-	w.seenLocked(h.node)
+	w.seenLocked(h.node, h.lf)
 	return uint32(n), fuse.OK
 }
 
@@ -299,9 +296,8 @@ func (fs *FS) lFallocate(h *handle, in *fuse.FallocateIn) fuse.Status {
 	w := fs.wb
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.staged += fi.Size() - int64(h.node.local.attr.Size)
 	h.node.local.attr.Size = uint64(fi.Size())
 	h.dirty = true
-	w.seenLocked(h.node)
+	w.seenLocked(h.node, h.lf)
 	return fuse.OK
 }

@@ -45,6 +45,9 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 		}
 		h.up, h.epoch = resp.Handle, epoch
 		out.Fh = fs.handles.add(h)
+		if in.Flags&syscall.O_TRUNC != 0 {
+			fs.cache.dropAttr(up) // the size cached before is stale
+		}
 		return nil
 	})
 	if !st.Ok() {

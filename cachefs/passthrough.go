@@ -1,6 +1,7 @@
 package cachefs
 
 import (
+	"os"
 	"path/filepath"
 	"syscall"
 
@@ -103,15 +104,12 @@ func (w *writeback) refreshLocked(n *node) {
 		return
 	}
 	var st syscall.Stat_t
-	if l.ptFile != nil {
-		if syscall.Fstat(int(l.ptFile.Fd()), &st) != nil {
-			return
-		}
-	} else if syscall.Stat(filepath.Join(w.dir, l.staging), &st) != nil {
+	if !w.statStagingLocked(l, nil, &st) {
 		return
 	}
 	now := stamp{size: st.Size, mtime: st.Mtim.Nano()}
 	l.attr.Blocks = uint64(st.Blocks)
+	w.chargeLocked(l, st.Blocks*512)
 	if !l.seenValid {
 		l.seen, l.seenValid = now, true
 		return
@@ -119,7 +117,6 @@ func (w *writeback) refreshLocked(n *node) {
 	if now.size == l.seen.size && now.mtime == l.seen.mtime {
 		return
 	}
-	w.staged += now.size - l.seen.size
 	l.attr.Size = uint64(now.size)
 	if now.mtime != l.seen.mtime {
 		l.attr.Mtime, l.attr.Ctime = now.mtime, now.mtime
@@ -128,10 +125,42 @@ func (w *writeback) refreshLocked(n *node) {
 }
 
 // seenLocked records that the daemon changed n's staging file itself and
-// accounted for it in n's attributes: the next refresh takes the file as
-// it then is for its baseline, without a stat per write now. Needs w.mu.
-func (w *writeback) seenLocked(n *node) {
-	n.local.seenValid = false
+// set n's attributes for it: the file as it is now is the baseline of
+// the next refresh, which takes from it only what changed after (a
+// passthrough writer's writes). A baseline taken later, at the next
+// refresh, would hide what such a writer did meanwhile: a truncate, then
+// a write past the end through the kernel, kept the truncated size. f is
+// a descriptor open on the file, or nil. Needs w.mu.
+func (w *writeback) seenLocked(n *node, f *os.File) {
+	l := n.local
+	var st syscall.Stat_t
+	if !w.statStagingLocked(l, f, &st) {
+		l.seenValid = false
+		return
+	}
+	l.seen, l.seenValid = stamp{size: st.Size, mtime: st.Mtim.Nano()}, true
+	l.attr.Blocks = uint64(st.Blocks)
+	w.chargeLocked(l, st.Blocks*512)
+}
+
+// statStagingLocked stats l's staging file through f, else the
+// descriptor registered as the backing file, else by path. Needs w.mu.
+func (w *writeback) statStagingLocked(l *local, f *os.File, st *syscall.Stat_t) bool {
+	if f == nil {
+		f = l.ptFile
+	}
+	if f != nil {
+		return syscall.Fstat(int(f.Fd()), st) == nil
+	}
+	return syscall.Stat(filepath.Join(w.dir, l.staging), st) == nil
+}
+
+// chargeLocked counts bytes, what l's staging file has allocated, in
+// the staged bytes the write-back limits: allocated, not the size, so
+// that holes do not count. Needs w.mu.
+func (w *writeback) chargeLocked(l *local, bytes int64) {
+	w.staged += bytes - l.charged
+	l.charged = bytes
 }
 
 // plainOpenLocked counts an open handle of n that is not passthrough.
