@@ -16,7 +16,8 @@
 //     signals (holders.go names who keeps a mount busy), and what is
 //     left afterwards (guest_state.go: the default state directory goes
 //     unless it keeps changes not written back).
-//   - mount_helper.go: mount.fuse.cachefs, for mount(8) and fstab.
+//   - mount_helper.go: mount.fuse.cachefs, for mount(8) and fstab;
+//     contrib/systemd: the units of serve and mount (Type=notify).
 //   - ctl.go: the control client.
 //   - uring.go: --uring.
 //

@@ -72,7 +72,8 @@ func serve(args []string) error {
 	} else {
 		log.Printf("cachefsd: watching with %v", w.Kind)
 	}
-	go stopOnSignal(func() { l.Close(); srv.Close() })
+	go stopOnSignal(func() { notifySystemd("STOPPING=1"); l.Close(); srv.Close() })
+	notifySystemd("READY=1") // the socket accepts: connections queue until Serve takes them
 	return srv.Serve(l)
 }
 
