@@ -1,7 +1,8 @@
 // Command cachefsd is the cachefs daemon: `serve` exports host
 // directories, `mount` mounts one in a guest, `local` runs both in one
-// process, and `ctl` talks to a running guest daemon's control socket
-// (stats, ping, modes, register, unregister, flush). See the README.
+// process, `volume-plugin` serves Docker volumes of a mount, and `ctl`
+// talks to a running guest daemon's control socket (stats, ping, modes,
+// register, unregister, flush). See the README.
 //
 // # Files
 //
@@ -19,6 +20,9 @@
 //   - mount_helper.go: mount.fuse.cachefs, for mount(8) and fstab;
 //     contrib/systemd: the units of serve and mount (Type=notify).
 //   - ctl.go: the control client.
+//   - volume_api.go, volume_plugin.go, volume_state.go: volume-plugin,
+//     Docker's volume plugin protocol; a volume is a subtree of a mount,
+//     registered with its mode by ctl requests while containers mount it.
 //   - uring.go: --uring.
 //
 // Unix sockets a live process accepts on are refused, stale ones
