@@ -49,10 +49,11 @@ func TestSystemdUnits(t *testing.T) {
 	}
 }
 
-// TestNotifyReady: serve and mount, started with NOTIFY_SOCKET as
-// systemd starts a unit of Type=notify, send READY=1 once they answer
-// (serve: a handshake; mount: the mount serves a file and its control
-// socket a ping), and STOPPING=1 on SIGTERM.
+// TestNotifyReady: serve, volume-plugin and mount, started with
+// NOTIFY_SOCKET as systemd starts a unit of Type=notify, send READY=1
+// once they answer (serve: a handshake; volume-plugin: a connection;
+// mount: the mount serves a file and its control socket a ping), and
+// STOPPING=1 on SIGTERM.
 func TestNotifyReady(t *testing.T) {
 	requireFUSE(t)
 	p := newPaths(t)
@@ -71,6 +72,18 @@ func TestNotifyReady(t *testing.T) {
 			t.Fatalf("handshake with serve once it said READY=1: %v", err)
 		}
 		c.Close()
+		d.cmd.Process.Signal(unix.SIGTERM)
+		waitNotify(t, notify, d, "STOPPING=1")
+	})
+	t.Run("volume-plugin", func(t *testing.T) {
+		notify, dir := notifySocket(t), t.TempDir()
+		sock := filepath.Join(dir, "cachefs.sock")
+		d := startDaemon(t, "volume-plugin", "env", "NOTIFY_SOCKET="+notify.LocalAddr().String(), cachefsdBin,
+			"volume-plugin", "--socket", sock, "--mountpoint", p.mnt, "--state", filepath.Join(dir, "volumes.json"))
+		waitNotify(t, notify, d, "READY=1")
+		if !accepts(sock) {
+			t.Errorf("volume-plugin said READY=1, but nothing accepts on %s", sock)
+		}
 		d.cmd.Process.Signal(unix.SIGTERM)
 		waitNotify(t, notify, d, "STOPPING=1")
 	})
