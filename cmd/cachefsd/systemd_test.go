@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -145,4 +147,135 @@ func waitNotify(t *testing.T, c *net.UnixConn, d *daemon, state string) {
 		}
 	}
 	t.Fatalf("%s: no %s on NOTIFY_SOCKET (exited: %v)", d.name, state, exited)
+}
+
+// unit is what a test runs of a systemd unit: its default environment
+// and its commands by key (ExecStartPre, ExecStart, ExecStop).
+type unit struct {
+	env  map[string]string
+	exec map[string][]string
+}
+
+// readUnit reads the unit file name of contrib/systemd.
+func readUnit(t *testing.T, name string) unit {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(unitsDir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := unit{env: map[string]string{}, exec: map[string][]string{}}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, "=")
+		switch {
+		case !ok || strings.HasPrefix(line, "#"):
+		case k == "Environment":
+			for _, kv := range strings.Fields(v) {
+				ek, ev, _ := strings.Cut(kv, "=")
+				u.env[ek] = ev
+			}
+		case strings.HasPrefix(k, "Exec"):
+			u.exec[k] = append(u.exec[k], strings.TrimPrefix(v, "-"))
+		}
+	}
+	return u
+}
+
+// argv expands a command line as systemd does: ${X} is one word, $X
+// as many as it has, %f the instance's path (given) and %i the
+// instance; the binary is the one built.
+func (u unit) argv(line string, env map[string]string, path, instance string) []string {
+	vars := maps.Clone(u.env)
+	maps.Copy(vars, env)
+	var argv []string
+	for _, w := range strings.Fields(line) {
+		w = strings.NewReplacer("%f", path, "%i", instance, "/usr/local/bin/cachefsd", cachefsdBin).Replace(w)
+		if name, ok := strings.CutPrefix(w, "$"); ok && !strings.HasPrefix(name, "{") {
+			argv = append(argv, strings.Fields(vars[name])...)
+			continue
+		}
+		for k, v := range vars {
+			w = strings.ReplaceAll(w, "${"+k+"}", v)
+		}
+		argv = append(argv, w)
+	}
+	return argv
+}
+
+// start runs the unit's ExecStartPre and ExecStart as systemd does for
+// a unit of Type=notify, and waits until it says READY=1.
+func (u unit) start(t *testing.T, name string, env map[string]string, path, instance string) *daemon {
+	t.Helper()
+	for _, line := range u.exec["ExecStartPre"] {
+		argv := u.argv(line, env, path, instance)
+		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s ExecStartPre %s: %v\n%s", name, line, err, out)
+		}
+	}
+	notify := notifySocket(t)
+	argv := append([]string{"env", "NOTIFY_SOCKET=" + notify.LocalAddr().String()}, u.argv(u.exec["ExecStart"][0], env, path, instance)...)
+	d := startDaemon(t, name, argv...)
+	waitNotify(t, notify, d, "READY=1")
+	return d
+}
+
+// stop stops d as systemd stops the unit: its ExecStop commands, then
+// SIGTERM if it still runs; it must end with status 0.
+func (u unit) stop(t *testing.T, d *daemon) {
+	t.Helper()
+	env := map[string]string{"MAINPID": strconv.Itoa(d.pid())}
+	for _, line := range u.exec["ExecStop"] {
+		argv := u.argv(line, env, "", "")
+		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+			t.Errorf("%s ExecStop %s: %v\n%s", d.name, line, err, out)
+		}
+	}
+	if !d.exited() {
+		d.cmd.Process.Signal(unix.SIGTERM)
+	}
+	if !d.wait(10 * time.Second) {
+		t.Fatalf("%s still running 10s after its stop", d.name)
+	}
+	if code := d.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("%s stopped with status %d, want 0", d.name, code)
+	}
+}
+
+// TestSystemdUnitCommands runs the units' commands as systemd would,
+// with settings their environment files could hold: the host server,
+// the mount of it (its mountpoint the instance's path), and the volume
+// plugin on that mount each say READY=1 and work, and each stops with
+// status 0, the mount by its ExecStop.
+func TestSystemdUnitCommands(t *testing.T) {
+	requireFUSE(t)
+	p := newPaths(t)
+	if err := os.WriteFile(filepath.Join(p.export, "f"), []byte("unit"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	serveUnit, mountUnit, pluginUnit := readUnit(t, "cachefsd-serve.service"),
+		readUnit(t, "cachefsd-mount@.service"), readUnit(t, "cachefsd-volume-plugin.service")
+	srv := serveUnit.start(t, "serve", map[string]string{"CACHEFSD_EXPORT": p.export, "CACHEFSD_LISTEN": "unix://" + p.sock}, "", "")
+	mnt := filepath.Join(p.mnt, "host_mnt") // made by ExecStartPre
+	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	guest := mountUnit.start(t, "mount", map[string]string{"CACHEFSD_UPSTREAM": "unix://" + p.sock, "CACHEFSD_CTL": p.ctl,
+		"CACHEFSD_FLAGS": "--default-mode cached"}, mnt, "host_mnt")
+	if b, err := os.ReadFile(filepath.Join(mnt, "f")); err != nil || string(b) != "unit" {
+		t.Errorf("read through the unit's mount: %q, %v; want \"unit\"", b, err)
+	}
+	dir := t.TempDir()
+	psock := filepath.Join(dir, "cachefs.sock")
+	plugin := pluginUnit.start(t, "volume-plugin", map[string]string{"CACHEFSD_MOUNTPOINT": mnt,
+		"CACHEFSD_FLAGS": "--ctl " + p.ctl + " --socket " + psock + " --state " + filepath.Join(dir, "volumes.json")}, "", "")
+	c := newPluginClient(t, psock)
+	c.volume(epCreate, volumeRequest{Name: "v", Opts: map[string]string{"path": ".", "mode": "cached"}})
+	if got := c.volume(epMount, volumeRequest{Name: "v", ID: "c"}).Mountpoint; got != mnt {
+		t.Errorf("Mount: %q, want %q", got, mnt)
+	}
+	c.volume(epUnmount, volumeRequest{Name: "v", ID: "c"})
+	c.volume(epRemove, volumeRequest{Name: "v"})
+	pluginUnit.stop(t, plugin)
+	mountUnit.stop(t, guest)
+	if isMounted(t, mnt) {
+		t.Errorf("%s still mounted after the unit's stop", mnt)
+	}
+	serveUnit.stop(t, srv)
 }
