@@ -227,4 +227,35 @@ func TestVolumePlugin(t *testing.T) {
 	if _, err := os.Stat(state); err == nil {
 		t.Errorf("no volume left, but the state file %s is", state)
 	}
+	t.Run("guest restarted", func(t *testing.T) { guestRestarted(t, c, guest, p) })
+}
+
+// guestRestarted: a mount of a volume from before the guest daemon
+// restarted, whose registration id the new daemon gave another
+// registration, leaves that one alone when it is unmounted.
+func guestRestarted(t *testing.T, c *pluginClient, guest *daemon, p paths) {
+	restartGuest(t, guest, p) // ids from 1
+	c.volume(epCreate, volumeRequest{Name: "old", Opts: map[string]string{"path": "src/project", "mode": "cached"}})
+	c.volume(epMount, volumeRequest{Name: "old", ID: "before"})
+	restartGuest(t, guest, p)
+	c.volume(epCreate, volumeRequest{Name: "new", Opts: map[string]string{"path": "src", "mode": "consistent"}})
+	c.volume(epMount, volumeRequest{Name: "new", ID: "after"})
+	if regs := registrations(t, p.ctl); len(regs) != 1 || regs[0].ID != 1 {
+		t.Fatalf("registrations %+v, want one, id 1, as the old mount's", regs)
+	}
+	c.volume(epUnmount, volumeRequest{Name: "old", ID: "before"})
+	wantRegistration(t, p.ctl, "src", "consistent", 1)
+	c.volume(epUnmount, volumeRequest{Name: "new", ID: "after"})
+	wantRegistration(t, p.ctl, "src", "consistent", 0)
+	c.volume(epRemove, volumeRequest{Name: "old"})
+	c.volume(epRemove, volumeRequest{Name: "new"})
+}
+
+// restartGuest stops a guest daemon and starts it again.
+func restartGuest(t *testing.T, guest *daemon, p paths) {
+	t.Helper()
+	guest.stop(t)
+	guest.out.Write([]byte("--- restarted ---\n"))
+	guest.start(t)
+	waitMounted(t, guest, p.mnt, p.ctl)
 }

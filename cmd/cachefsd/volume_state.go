@@ -87,10 +87,13 @@ func (v *volumes) newVolume(name string, opts map[string]string) (*volume, error
 		case "path":
 			vol.Path = val
 		case "mode":
-			if _, err := consistency.ParseMode(val); err != nil {
+			m, err := consistency.ParseMode(val)
+			if err != nil {
 				return nil, err
 			}
-			vol.Mode = val
+			if m != consistency.Default {
+				vol.Mode = m.String()
+			}
 		default:
 			return nil, fmt.Errorf("unknown option %q (options: path, mode)", k)
 		}
@@ -197,18 +200,40 @@ func (v *volumes) unmount(name, id string) error {
 	return v.saveLocked()
 }
 
-// unregisterLocked forgets mount id of vol and drops its registration.
-// A registration the guest daemon no longer has (it was restarted) is
-// only logged. Needs mu.
+// unregisterLocked forgets mount id of vol and drops its registration,
+// if the guest daemon still has it: one restarted since numbers its
+// registrations anew, and another's may have the id now. Needs mu.
 func (v *volumes) unregisterLocked(name string, vol *volume, id string) {
 	reg := vol.Mounts[id]
 	delete(vol.Mounts, id)
 	if reg == 0 {
 		return
 	}
+	if err := v.checkRegistration(vol, reg); err != nil {
+		log.Printf("cachefsd: volume %s: not unregistering %d: %v", name, reg, err)
+		return
+	}
 	if _, err := ctlCall(v.ctl, &cachefs.CtlRequest{Cmd: "unregister", ID: reg}); err != nil {
 		log.Printf("cachefsd: volume %s: unregistering %d: %v", name, reg, err)
 	}
+}
+
+// checkRegistration checks that the guest daemon's registration reg is
+// of vol's path and mode.
+func (v *volumes) checkRegistration(vol *volume, reg uint64) error {
+	resp, err := ctlCall(v.ctl, &cachefs.CtlRequest{Cmd: "modes"})
+	if err != nil {
+		return err
+	}
+	for _, r := range resp.Registrations {
+		if r.ID == reg {
+			if r.Path != consistency.Clean(vol.Path) || r.Mode.String() != vol.Mode {
+				return fmt.Errorf("it is /%s %v now: the guest daemon was restarted", r.Path, r.Mode)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("the guest daemon has no such registration: it was restarted")
 }
 
 // pathOf returns where vol is in the guest.
