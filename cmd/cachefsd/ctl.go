@@ -140,6 +140,12 @@ func registerPath(p string) (string, error) {
 
 // ctlCall sends one request to a daemon's control socket.
 func ctlCall(sock string, req *cachefs.CtlRequest) (*cachefs.CtlResponse, error) {
+	return ctlCallChecked(sock, req, nil)
+}
+
+// ctlCallChecked is ctlCall, but check, unless nil, sees the connection
+// first: its error is returned, and the request is not sent.
+func ctlCallChecked(sock string, req *cachefs.CtlRequest, check func(net.Conn) error) (*cachefs.CtlResponse, error) {
 	c, err := net.DialTimeout("unix", sock, 5*time.Second)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
 		return nil, fmt.Errorf("no guest daemon answers on %s (is `cachefsd mount` running with --ctl %s? ctl --socket names another): %w", sock, sock, err)
@@ -148,6 +154,11 @@ func ctlCall(sock string, req *cachefs.CtlRequest) (*cachefs.CtlResponse, error)
 		return nil, err
 	}
 	defer c.Close()
+	if check != nil {
+		if err := check(c); err != nil {
+			return nil, err
+		}
+	}
 	c.SetDeadline(time.Now().Add(10 * time.Minute))
 	if err := json.NewEncoder(c).Encode(req); err != nil {
 		return nil, err

@@ -20,9 +20,11 @@
 //   - mount_helper.go: mount.fuse.cachefs, for mount(8) and fstab;
 //     contrib/systemd: the units of serve and mount (Type=notify).
 //   - ctl.go: the control client.
-//   - volume_api.go, volume_plugin.go, volume_state.go: volume-plugin,
-//     Docker's volume plugin protocol; a volume is a subtree of a mount,
-//     registered with its mode by ctl requests while containers mount it.
+//   - volume_api.go, volume_plugin.go, volume_state.go, volume_peer.go:
+//     volume-plugin, Docker's volume plugin protocol; a volume is a
+//     subtree of a mount, registered with its mode by ctl requests while
+//     containers mount it, each registration tied to the guest daemon
+//     that holds it (its pid and start time, from the control socket).
 //   - uring.go: --uring.
 //
 // Unix sockets a live process accepts on are refused, stale ones

@@ -231,24 +231,22 @@ func TestVolumePlugin(t *testing.T) {
 }
 
 // guestRestarted: a mount of a volume from before the guest daemon
-// restarted, whose registration id the new daemon gave another
+// restarted, whose registration id the new daemon gave the same volume's
 // registration, leaves that one alone when it is unmounted.
 func guestRestarted(t *testing.T, c *pluginClient, guest *daemon, p paths) {
 	restartGuest(t, guest, p) // ids from 1
-	c.volume(epCreate, volumeRequest{Name: "old", Opts: map[string]string{"path": "src/project", "mode": "cached"}})
-	c.volume(epMount, volumeRequest{Name: "old", ID: "before"})
+	c.volume(epCreate, volumeRequest{Name: "v", Opts: map[string]string{"path": "src/project", "mode": "cached"}})
+	c.volume(epMount, volumeRequest{Name: "v", ID: "before"})
 	restartGuest(t, guest, p)
-	c.volume(epCreate, volumeRequest{Name: "new", Opts: map[string]string{"path": "src", "mode": "consistent"}})
-	c.volume(epMount, volumeRequest{Name: "new", ID: "after"})
+	c.volume(epMount, volumeRequest{Name: "v", ID: "after"})
 	if regs := registrations(t, p.ctl); len(regs) != 1 || regs[0].ID != 1 {
 		t.Fatalf("registrations %+v, want one, id 1, as the old mount's", regs)
 	}
-	c.volume(epUnmount, volumeRequest{Name: "old", ID: "before"})
-	wantRegistration(t, p.ctl, "src", "consistent", 1)
-	c.volume(epUnmount, volumeRequest{Name: "new", ID: "after"})
-	wantRegistration(t, p.ctl, "src", "consistent", 0)
-	c.volume(epRemove, volumeRequest{Name: "old"})
-	c.volume(epRemove, volumeRequest{Name: "new"})
+	c.volume(epUnmount, volumeRequest{Name: "v", ID: "before"})
+	wantRegistration(t, p.ctl, "src/project", "cached", 1)
+	c.volume(epUnmount, volumeRequest{Name: "v", ID: "after"})
+	wantRegistration(t, p.ctl, "src/project", "cached", 0)
+	c.volume(epRemove, volumeRequest{Name: "v"})
 }
 
 // restartGuest stops a guest daemon and starts it again.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,9 +21,16 @@ import (
 // volume is a Docker volume of the plugin: a subtree of the guest's
 // mount, in a mode.
 type volume struct {
-	Path   string            // clean, relative to the mountpoint
-	Mode   string            `json:",omitempty"` // "": the mount's default, nothing registered
-	Mounts map[string]uint64 `json:",omitempty"` // Docker's mount id: its registration id (0 without a mode)
+	Path   string                 // clean, relative to the mountpoint
+	Mode   string                 `json:",omitempty"` // "": the mount's default, nothing registered
+	Mounts map[string]volumeMount `json:",omitempty"` // by Docker's mount id
+}
+
+// volumeMount is a mount of a volume: its registration, if it has a
+// mode, and the guest daemon that holds it (daemonID).
+type volumeMount struct {
+	Reg    uint64 `json:",omitempty"`
+	Daemon string `json:",omitempty"`
 }
 
 // volumes are the plugin's volumes, kept in a file across restarts of
@@ -170,18 +178,22 @@ func (v *volumes) mount(name, id string) (string, error) {
 	if _, ok := vol.Mounts[id]; ok {
 		return v.pathOf(vol), nil
 	}
-	var reg uint64
+	var m volumeMount
 	if vol.Mode != "" {
-		resp, err := ctlCall(v.ctl, &cachefs.CtlRequest{Cmd: "register", Mode: vol.Mode, Path: v.pathOf(vol)})
+		req := &cachefs.CtlRequest{Cmd: "register", Mode: vol.Mode, Path: v.pathOf(vol)}
+		resp, err := ctlCallChecked(v.ctl, req, func(c net.Conn) (err error) {
+			m.Daemon, err = daemonID(c)
+			return err
+		})
 		if err != nil {
 			return "", fmt.Errorf("registering %s as %s with the guest daemon (%s): %w", v.pathOf(vol), vol.Mode, v.ctl, err)
 		}
-		reg = resp.ID
+		m.Reg = resp.ID
 	}
 	if vol.Mounts == nil {
-		vol.Mounts = map[string]uint64{}
+		vol.Mounts = map[string]volumeMount{}
 	}
-	vol.Mounts[id] = reg
+	vol.Mounts[id] = m
 	return v.pathOf(vol), v.saveLocked()
 }
 
@@ -201,39 +213,24 @@ func (v *volumes) unmount(name, id string) error {
 }
 
 // unregisterLocked forgets mount id of vol and drops its registration,
-// if the guest daemon still has it: one restarted since numbers its
-// registrations anew, and another's may have the id now. Needs mu.
+// if the guest daemon that holds it still runs: one started since has
+// its own registrations, numbered anew. Needs mu.
 func (v *volumes) unregisterLocked(name string, vol *volume, id string) {
-	reg := vol.Mounts[id]
+	m := vol.Mounts[id]
 	delete(vol.Mounts, id)
-	if reg == 0 {
+	if m.Reg == 0 {
 		return
 	}
-	if err := v.checkRegistration(vol, reg); err != nil {
-		log.Printf("cachefsd: volume %s: not unregistering %d: %v", name, reg, err)
-		return
-	}
-	if _, err := ctlCall(v.ctl, &cachefs.CtlRequest{Cmd: "unregister", ID: reg}); err != nil {
-		log.Printf("cachefsd: volume %s: unregistering %d: %v", name, reg, err)
-	}
-}
-
-// checkRegistration checks that the guest daemon's registration reg is
-// of vol's path and mode.
-func (v *volumes) checkRegistration(vol *volume, reg uint64) error {
-	resp, err := ctlCall(v.ctl, &cachefs.CtlRequest{Cmd: "modes"})
-	if err != nil {
-		return err
-	}
-	for _, r := range resp.Registrations {
-		if r.ID == reg {
-			if r.Path != consistency.Clean(vol.Path) || r.Mode.String() != vol.Mode {
-				return fmt.Errorf("it is /%s %v now: the guest daemon was restarted", r.Path, r.Mode)
-			}
-			return nil
+	req := &cachefs.CtlRequest{Cmd: "unregister", ID: m.Reg}
+	_, err := ctlCallChecked(v.ctl, req, func(c net.Conn) error {
+		if d, err := daemonID(c); err != nil || d != m.Daemon {
+			return fmt.Errorf("the guest daemon (%s) was restarted since the mount (%s): %v", d, m.Daemon, err)
 		}
+		return nil
+	})
+	if err != nil {
+		log.Printf("cachefsd: volume %s: unregistering %d: %v", name, m.Reg, err)
 	}
-	return fmt.Errorf("the guest daemon has no such registration: it was restarted")
 }
 
 // pathOf returns where vol is in the guest.
