@@ -23,7 +23,9 @@ const unitsDir = "../../contrib/systemd"
 // contrib/systemd (the binary's path replaced by the one built), with
 // no warning, and each tells readiness (Type=notify).
 func TestSystemdUnits(t *testing.T) {
-	requireTool(t, "systemd-analyze")
+	if _, err := exec.LookPath("systemd-analyze"); err != nil {
+		t.Skipf("systemd-analyze not installed (Debian's systemd package, which scripts/setup.sh leaves alone): %v", err)
+	}
 	units, err := filepath.Glob(filepath.Join(unitsDir, "*.service"))
 	if err != nil || len(units) == 0 {
 		t.Fatalf("no units in %s: %v", unitsDir, err)
@@ -156,7 +158,8 @@ type unit struct {
 	exec map[string][]string
 }
 
-// readUnit reads the unit file name of contrib/systemd.
+// readUnit reads the unit file name of contrib/systemd. The test skips
+// where a command the unit runs is missing.
 func readUnit(t *testing.T, name string) unit {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(unitsDir, name))
@@ -175,6 +178,9 @@ func readUnit(t *testing.T, name string) unit {
 			}
 		case strings.HasPrefix(k, "Exec"):
 			u.exec[k] = append(u.exec[k], strings.TrimPrefix(v, "-"))
+			if cmd := strings.Fields(v)[0]; !strings.HasSuffix(cmd, "/cachefsd") {
+				requireTool(t, strings.TrimPrefix(cmd, "-"))
+			}
 		}
 	}
 	return u
