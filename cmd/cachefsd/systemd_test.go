@@ -78,6 +78,7 @@ func TestNotifyReady(t *testing.T) {
 		c.Close()
 		d.cmd.Process.Signal(unix.SIGTERM)
 		waitNotify(t, notify, d, "STOPPING=1")
+		wantCleanExit(t, d)
 	})
 	t.Run("volume-plugin", func(t *testing.T) {
 		notify, dir := notifySocket(t), t.TempDir()
@@ -90,6 +91,7 @@ func TestNotifyReady(t *testing.T) {
 		}
 		d.cmd.Process.Signal(unix.SIGTERM)
 		waitNotify(t, notify, d, "STOPPING=1")
+		wantCleanExit(t, d)
 	})
 	t.Run("mount", func(t *testing.T) {
 		startServe(t, p.export, p.sock, false)
@@ -106,9 +108,7 @@ func TestNotifyReady(t *testing.T) {
 		}
 		d.cmd.Process.Signal(unix.SIGTERM)
 		waitNotify(t, notify, d, "STOPPING=1")
-		if !d.wait(10 * time.Second) {
-			t.Fatalf("mount still running 10s after SIGTERM")
-		}
+		wantCleanExit(t, d)
 	})
 }
 
@@ -238,11 +238,17 @@ func (u unit) stop(t *testing.T, d *daemon) {
 	if !d.exited() {
 		d.cmd.Process.Signal(unix.SIGTERM)
 	}
+	wantCleanExit(t, d)
+}
+
+// wantCleanExit waits for d, told to stop, to exit with status 0.
+func wantCleanExit(t *testing.T, d *daemon) {
+	t.Helper()
 	if !d.wait(10 * time.Second) {
 		t.Fatalf("%s still running 10s after its stop", d.name)
 	}
-	if code := d.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Errorf("%s stopped with status %d, want 0", d.name, code)
+	if st := d.cmd.ProcessState; st.ExitCode() != 0 {
+		t.Errorf("%s stopped: %v, want exit status 0", d.name, st)
 	}
 }
 

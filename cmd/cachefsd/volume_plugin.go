@@ -59,7 +59,7 @@ func volumePlugin(args []string) error {
 		return err
 	}
 	srv := &http.Server{Handler: pluginHandler(vols)}
-	go stopOnSignal(func() { notifySystemd("STOPPING=1"); srv.Close() })
+	stopOnSignal(func() { notifySystemd("STOPPING=1"); srv.Close() })
 	notifySystemd("READY=1")
 	log.Printf("cachefsd: ready: volume plugin on %s, volumes of %s (control socket %s)", vf.socket, mnt, vf.ctl)
 	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
