@@ -123,6 +123,10 @@ func mount(args []string) error {
 	if err != nil {
 		return err
 	}
+	uring, off, err := g.useURing() // before cachefs.New makes the state directory
+	if err != nil {
+		return err
+	}
 	secret, err := g.secret()
 	if err != nil {
 		return err
@@ -134,10 +138,6 @@ func mount(args []string) error {
 		return err
 	}
 	fs, err := cachefs.New(g.options(c, pol, fl.Arg(0)))
-	if err != nil {
-		return err
-	}
-	uring, off, err := g.useURing()
 	if err != nil {
 		return err
 	}
