@@ -410,6 +410,7 @@ func (fs *FS) dRename(parent *node, name string, newParent *node, newName string
 	if old != nil {
 		if old.local != nil && old.local.attr.Nlink > 0 {
 			old.local.attr.Nlink--
+			old.local.attr.Ctime = nowNs()
 		}
 		fs.unpin(old)
 	}
@@ -499,6 +500,9 @@ func (fs *FS) dSetattr(n *node, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Stat
 	// after it: FUSE sends RELEASE asynchronously) are taken in first,
 	// so that they cannot override the times set here.
 	w.refreshLocked(n)
+	if in.Valid&setattrBits == 0 {
+		return fs.dKillPrivsLocked(n, in, out)
+	}
 	req := setattrReq(in, 0)
 	l := &n.local.attr
 	now := nowNs()
@@ -630,8 +634,8 @@ func (fs *FS) adoptCreated(dir *node, name string, out *fuse.EntryOut) {
 	if dir.local != nil && dir.local.children != nil && dir.local.children[name] == nil {
 		fs.nodes.pin(n)
 		dir.local.children[name] = n
-		dir.local.dropListing(fs.unpin)
 	}
+	fs.touchLocked(dir, false, 0)
 }
 
 // disown returns directories' listings to the host after a change the

@@ -151,6 +151,9 @@ func (fs *FS) lWrite(h *handle, in *fuse.WriteIn, data []byte) (uint32, fuse.Sta
 		l.attr.Size = end
 	}
 	l.attr.Blocks = (l.attr.Size + 511) / 512
+	if in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0 && killOnWrite(&l.attr, in.Caller.Uid, in.Caller.Gid) {
+		fs.queueModeLocked(h.node)
+	}
 	l.attr.Mtime = nowNs()
 	l.attr.Ctime = l.attr.Mtime
 	h.dirty = true
