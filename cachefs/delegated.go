@@ -365,6 +365,7 @@ func (fs *FS) dRemove(parent *node, name string, dir bool) fuse.Status {
 	}
 	w.addLocked(upstream.WBOp{Kind: kind, Path: p}, "", nil)
 	fs.nodes.removed(parent, name)
+	fs.unlinkedLocked(n, parent)
 	fs.unpin(n)
 	return fuse.OK
 }
@@ -407,11 +408,13 @@ func (fs *FS) dRename(parent *node, name string, newParent *node, newName string
 	fs.touchLocked(newParent, isDir, 1)
 	w.addLocked(upstream.WBOp{Kind: upstream.WBRename, Path: from, Path2: to, Flags: flags}, "", nil)
 	fs.nodes.moved(parent, name, newParent, newName)
+	fs.movedLocked(n, newParent, newName)
 	if old != nil {
 		if old.local != nil && old.local.attr.Nlink > 0 {
 			old.local.attr.Nlink--
 			old.local.attr.Ctime = nowNs()
 		}
+		fs.unlinkedLocked(old, newParent)
 		fs.unpin(old)
 	}
 	return fuse.OK
