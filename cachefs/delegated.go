@@ -376,6 +376,7 @@ func (fs *FS) dRemove(parent *node, name string, dir bool) fuse.Status {
 	}
 	w.addLocked(upstream.WBOp{Kind: kind, Path: p}, "", nil)
 	fs.nodes.removed(parent, name)
+	fs.unlinkedLocked(n, parent)
 	fs.unpin(n)
 	return fuse.OK
 }
@@ -418,10 +419,13 @@ func (fs *FS) dRename(parent *node, name string, newParent *node, newName string
 	fs.touchLocked(newParent, isDir, 1)
 	w.addLocked(upstream.WBOp{Kind: upstream.WBRename, Path: from, Path2: to, Flags: flags}, "", nil)
 	fs.nodes.moved(parent, name, newParent, newName)
+	fs.movedLocked(n, newParent, newName)
 	if old != nil {
 		if old.local != nil && old.local.attr.Nlink > 0 {
 			old.local.attr.Nlink--
+			old.local.attr.Ctime = nowNs()
 		}
+		fs.unlinkedLocked(old, newParent)
 		fs.unpin(old)
 	}
 	return fuse.OK
@@ -477,6 +481,9 @@ func (fs *FS) dSetattr(n *node, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Stat
 	// after it: FUSE sends RELEASE asynchronously) are taken in first,
 	// so that they cannot override the times set here.
 	w.refreshLocked(n)
+	if in.Valid&setattrBits == 0 {
+		return fs.dKillPrivsLocked(n, in, out)
+	}
 	req := setattrReq(in, 0)
 	l := &n.local.attr
 	now := nowNs()
@@ -607,8 +614,8 @@ func (fs *FS) adoptCreated(dir *node, name string, out *fuse.EntryOut) {
 	if dir.local != nil && dir.local.children != nil && dir.local.children[name] == nil {
 		fs.nodes.pin(n)
 		dir.local.children[name] = n
-		dir.local.dropListing(fs.unpin)
 	}
+	fs.touchLocked(dir, false, 0)
 }
 
 // disown returns directories' listings to the host after a change the

@@ -148,6 +148,9 @@ func (fs *FS) lWrite(h *handle, in *fuse.WriteIn, data []byte) (uint32, fuse.Sta
 	if end > l.attr.Size {
 		l.attr.Size = end
 	}
+	if in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0 && killOnWrite(&l.attr, in.Caller.Uid, in.Caller.Gid) {
+		fs.queueModeLocked(h.node)
+	}
 	l.attr.Mtime = nowNs()
 	l.attr.Ctime = l.attr.Mtime
 	h.dirty = true

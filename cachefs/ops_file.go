@@ -43,6 +43,9 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 		if err := fs.rpc(upstream.OpOpen, &upstream.OpenReq{Node: up, Flags: in.Flags}, &resp); err != nil {
 			return err
 		}
+		if in.Flags&syscall.O_TRUNC != 0 {
+			fs.nodeChanged(n, epoch) // the cached size is no more
+		}
 		h.up, h.epoch = resp.Handle, epoch
 		out.Fh = fs.handles.add(h)
 		if in.Flags&syscall.O_TRUNC != 0 {
@@ -117,7 +120,7 @@ func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint
 	var written uint32
 	st := fs.withHandle(in.Fh, func(h *handle, up uint64) error {
 		defer fs.nodeChanged(h.node, fs.up.Epoch())
-		req := &upstream.WriteReq{Handle: up, Offset: int64(in.Offset), Data: data}
+		req := &upstream.WriteReq{Handle: up, Offset: int64(in.Offset), Gid: in.Caller.Gid, Data: data}
 		if in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0 {
 			req.Flags |= upstream.WriteKillSuidgid
 		}

@@ -60,12 +60,13 @@ var All = map[string]func(t *testing.T, dir string){
 	"SymlinkLong":     SymlinkLong,
 	"HardLink":        HardLink,
 	// rename.go
-	"RenameFile":      RenameFile,
-	"RenameOverFile":  RenameOverFile,
-	"RenameDir":       RenameDir,
-	"RenameOtherDir":  RenameOtherDir,
-	"RenameNoreplace": RenameNoreplace,
-	"RenameExchange":  RenameExchange,
+	"RenameFile":          RenameFile,
+	"RenameOverFile":      RenameOverFile,
+	"RenameDir":           RenameDir,
+	"RenameOtherDir":      RenameOtherDir,
+	"RenameNoreplace":     RenameNoreplace,
+	"RenameExchange":      RenameExchange,
+	"RenameOverLinkCtime": RenameOverLinkCtime,
 	// attr.go
 	"Chmod":          Chmod,
 	"ChmodZero":      ChmodZero,
@@ -97,11 +98,17 @@ var All = map[string]func(t *testing.T, dir string){
 	"RemoveThenMiss":        RemoveThenMiss,
 	"AttrsFollowChanges":    AttrsFollowChanges,
 	"DirTimes":              DirTimes,
+	"DirTimesLinkMknod":     DirTimesLinkMknod,
 	"RmdirOpenDir":          RmdirOpenDir,
 	"RecreateDifferentType": RecreateDifferentType,
 	// concurrent.go
 	"ConcurrentCreate": ConcurrentCreate,
 	"ConcurrentWrites": ConcurrentWrites,
+	// setid.go
+	"WriteKillsSetid": WriteKillsSetid,
+	// odirect.go
+	"ODirect":               ODirect,
+	"ODirectBesideBuffered": ODirectBesideBuffered,
 	// mmap.go
 	"MmapRead":  MmapRead,
 	"MmapWrite": MmapWrite,
