@@ -96,7 +96,8 @@
 //
 // Lock order: writeback.mu, then metaCache.mu, then nodeTable.mu, then
 // forgetQueue.mu; handle.mu and handleTable.mu are taken alone or
-// handleTable.mu before handle.mu. No lock is held across an upstream
+// handleTable.mu before handle.mu; stagingFDs.mu is taken alone or
+// after writeback.mu. No lock is held across an upstream
 // call except handle.mu while (re)opening that handle, and writeback.mu
 // is released before any upstream call.
 package cachefs

@@ -60,3 +60,6 @@ func (fs *FS) FillReady() {
 		}
 	}
 }
+
+// StagingFDMax bounds the daemon's cached descriptors of staging files.
+const StagingFDMax = stagingFDMax

@@ -1,6 +1,7 @@
 package cachefs
 
 import (
+	"os"
 	"path/filepath"
 	"syscall"
 
@@ -59,13 +60,21 @@ func (fs *FS) passThroughLocked(h *handle) (int32, bool) {
 		if srv == nil {
 			return 0, false
 		}
-		id, errno := srv.RegisterBackingFd(&fuse.BackingMap{Fd: int32(h.lf.Fd())})
+		var id int32
+		var errno syscall.Errno
+		err := h.lf.with(func(f *os.File) error {
+			id, errno = srv.RegisterBackingFd(&fuse.BackingMap{Fd: int32(f.Fd())})
+			return nil
+		})
+		if err != nil {
+			return 0, false
+		}
 		if errno != 0 {
 			w.pt = false // not permitted (no CAP_SYS_ADMIN) or not supported
 			fs.opts.Logf("cachefs: passthrough off: registering a backing file: %v", errno)
 			return 0, false
 		}
-		l.backing, l.ptFile = id, h.lf
+		l.backing = id
 	}
 	w.refreshLocked(n) // the baseline before the kernel writes
 	l.ptOpens++
@@ -81,9 +90,6 @@ func (fs *FS) passThroughLocked(h *handle) (int32, bool) {
 func (fs *FS) ptReleaseLocked(h *handle) {
 	l := h.node.local
 	l.ptOpens--
-	if l.ptFile == h.lf {
-		l.ptFile = nil // closed with h: refreshes stat the file by path
-	}
 	if l.ptOpens == 0 && l.backing != 0 {
 		if srv := fs.fuseServer(); srv != nil {
 			srv.UnregisterBackingFd(l.backing)
@@ -94,17 +100,19 @@ func (fs *FS) ptReleaseLocked(h *handle) {
 
 // refreshLocked takes n's size and modification time from its staging
 // file if it changed since last seen, as writes the kernel passed through
-// change it. It asks the descriptor registered as the backing file while
-// its handle is open (an fstat, where a stat by path walked the state
-// directory about five times per untarred file). Needs w.mu.
+// change it. It asks a cached descriptor of the file where there is one
+// (an fstat, where a stat by path walked the state directory about five
+// times per untarred file). Needs w.mu.
 func (w *writeback) refreshLocked(n *node) {
 	l := n.local
 	if l == nil || l.staging == "" {
 		return
 	}
 	var st syscall.Stat_t
-	if l.ptFile != nil {
-		if syscall.Fstat(int(l.ptFile.Fd()), &st) != nil {
+	if r := w.fds.peek(l.staging); r != nil {
+		err := syscall.Fstat(int(r.f.Fd()), &st)
+		r.release()
+		if err != nil {
 			return
 		}
 	} else if syscall.Stat(filepath.Join(w.dir, l.staging), &st) != nil {

@@ -68,6 +68,7 @@ type WritebackLimits struct {
 type writeback struct {
 	fs  *FS             // immutable
 	dir string          // immutable: the state directory
+	fds *stagingFDs     // immutable: descriptors of staging files
 	lim WritebackLimits // immutable
 
 	mu       sync.Mutex // protects the following and every node.local
@@ -121,7 +122,7 @@ func newWriteback(fs *FS, dir string, lim WritebackLimits) (*writeback, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "data"), 0700); err != nil {
 		return nil, err
 	}
-	w := &writeback{fs: fs, dir: dir, lim: lim, plain: map[*node]int{}, open: map[*handle]bool{},
+	w := &writeback{fs: fs, dir: dir, fds: newStagingFDs(dir, stagingFDMax), lim: lim, plain: map[*node]int{}, open: map[*handle]bool{},
 		readyKick: make(chan struct{}, 1)}
 	w.cond = sync.NewCond(&w.mu)
 	old, done, err := w.openJournal(filepath.Join(dir, "journal"))
@@ -478,6 +479,7 @@ func (w *writeback) doneLocked(r *record) {
 // the node becomes an ordinary host node again.
 func (w *writeback) dropStagingLocked(n *node) {
 	l := n.local
+	w.fds.forget(l.staging)
 	w.dropped = append(w.dropped, l.staging)
 	w.cond.Broadcast()
 	n.local = nil
@@ -503,6 +505,7 @@ func (w *writeback) close() {
 		w.closed = true
 		w.closeJournalLocked()
 		w.closeReadyLocked()
+		w.fds.purge()
 	}
 	w.mu.Unlock()
 	w.cond.Broadcast()
