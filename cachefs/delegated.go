@@ -37,7 +37,6 @@ type local struct {
 	// last seen (valid if seenValid).
 	backing   int32
 	ptOpens   int
-	ptFile    *os.File // the descriptor registered as backing, while its handle is open
 	seen      stamp
 	seenValid bool
 

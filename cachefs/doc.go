@@ -43,8 +43,10 @@
 // go to the host at once and drop what they invalidate. Delegated (delegated.go,
 // writeback.go) completes changes in the guest and writes them back
 // later from a journal; file contents live in staging files, which the
-// kernel reads and writes itself (passthrough.go) and which are reused
-// once the host has them (staging.go). Sockets, fifos and devices are
+// kernel reads and writes itself (passthrough.go), which the daemon
+// reaches through a bounded cache of descriptors however many are open
+// (staging_fds.go) and which are reused once the host has them
+// (staging.go). Sockets, fifos and devices are
 // never cached.
 //
 // # Invalidation
@@ -96,7 +98,8 @@
 //
 // Lock order: writeback.mu, then metaCache.mu, then nodeTable.mu, then
 // forgetQueue.mu; handle.mu and handleTable.mu are taken alone or
-// handleTable.mu before handle.mu. No lock is held across an upstream
+// handleTable.mu before handle.mu; stagingFDs.mu is taken alone or
+// after writeback.mu. No lock is held across an upstream
 // call except handle.mu while (re)opening that handle, and writeback.mu
 // is released before any upstream call.
 package cachefs

@@ -76,3 +76,6 @@ func (fs *FS) StagedBytes() (int64, int) {
 	}
 	return fs.wb.staged, files
 }
+
+// StagingFDMax bounds the daemon's cached descriptors of staging files.
+const StagingFDMax = stagingFDMax

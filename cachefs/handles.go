@@ -1,7 +1,6 @@
 package cachefs
 
 import (
-	"os"
 	"sync"
 
 	"github.com/cachefs/cachefs/upstream"
@@ -23,9 +22,9 @@ type handle struct {
 	fill  *dirFill // directories being read whole: the listing so far
 
 	// Local handles (delegated subtrees) read and write the staging file
-	// lf, or the kernel does (pt: passthrough). writeback.mu protects
+	// lf (staging_fds.go), or the kernel does (pt: passthrough). writeback.mu protects
 	// dirty and plain (counted in writeback.plain: not passthrough).
-	lf    *os.File
+	lf    *stagedFile
 	pt    bool
 	dirty bool
 	plain bool

@@ -73,6 +73,7 @@ type WritebackLimits struct {
 type writeback struct {
 	fs  *FS             // immutable
 	dir string          // immutable: the state directory
+	fds *stagingFDs     // immutable: descriptors of staging files
 	lim WritebackLimits // immutable
 
 	mu       sync.Mutex // protects the following and every node.local
@@ -132,8 +133,8 @@ func newWriteback(fs *FS, dir string, lim WritebackLimits) (*writeback, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "data"), 0700); err != nil {
 		return nil, err
 	}
-	w := &writeback{fs: fs, dir: dir, lim: lim, plain: map[*node]int{}, open: map[*handle]bool{},
-		readyKick: make(chan struct{}, 1), refused: map[string]Failure{}}
+	w := &writeback{fs: fs, dir: dir, fds: newStagingFDs(dir, stagingFDMax), lim: lim, plain: map[*node]int{},
+		open: map[*handle]bool{}, readyKick: make(chan struct{}, 1), refused: map[string]Failure{}}
 	w.cond = sync.NewCond(&w.mu)
 	old, done, err := w.openJournal(filepath.Join(dir, "journal"))
 	if err != nil {
@@ -623,6 +624,7 @@ func (w *writeback) doneLocked(r *record) {
 func (w *writeback) dropStagingLocked(n *node) {
 	l := n.local
 	w.chargeLocked(l, 0)
+	w.fds.forget(l.staging)
 	w.dropped = append(w.dropped, l.staging)
 	w.cond.Broadcast()
 	n.local = nil
@@ -648,6 +650,7 @@ func (w *writeback) close() {
 		w.closed = true
 		w.closeJournalLocked()
 		w.closeReadyLocked()
+		w.fds.purge()
 	}
 	w.mu.Unlock()
 	w.cond.Broadcast()
