@@ -140,7 +140,7 @@ const treeBudget = 8192
 func (fs *FS) prefetch(ctx context.Context, dir *node, up, epoch uint64) (bool, error) {
 	gen := fs.cache.fence(epoch)
 	var resp upstream.TreeResp
-	if err := fs.rpcFor(ctx, upstream.OpReadTree, &upstream.TreeReq{Node: up, MaxEntries: treeBudget}, &resp); err != nil {
+	if err := fs.rpcFor(ctx, epoch, upstream.OpReadTree, &upstream.TreeReq{Node: up, MaxEntries: treeBudget}, &resp); err != nil {
 		return false, err
 	}
 	known := map[uint64]*node{up: dir}

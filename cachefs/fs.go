@@ -191,14 +191,15 @@ func (fs *FS) status(err error) fuse.Status {
 
 // rpc is rpcFor for work no kernel request waits on.
 func (fs *FS) rpc(op upstream.Op, req, resp any) error {
-	return fs.rpcFor(context.Background(), op, req, resp)
+	return fs.rpcFor(context.Background(), 0, op, req, resp)
 }
 
-// rpcFor is fs.up.Call for a kernel request whose waits end with ctx
-// (a waitCtx: when its caller is dying). A change it made reaches the
+// rpcFor is fs.up.CallIn for a kernel request whose waits end with ctx
+// (a waitCtx: when its caller is dying) and whose host ids belong to
+// epoch (0: it has none, or does not say). A change it made reaches the
 // daemon's other connections before it returns (peers.go).
-func (fs *FS) rpcFor(ctx context.Context, op upstream.Op, req, resp any) error {
-	err := fs.up.Call(ctx, op, req, resp)
+func (fs *FS) rpcFor(ctx context.Context, epoch uint64, op upstream.Op, req, resp any) error {
+	err := fs.up.CallIn(ctx, epoch, op, req, resp)
 	if err == nil && changes[op] {
 		fs.ownChange(op, req)
 	}
@@ -217,7 +218,8 @@ func (fs *FS) upID(n *node, epoch uint64) (uint64, error) {
 }
 
 // upIDFor returns n's host id in epoch, looking it up again through its
-// parent if the host session changed since it was found.
+// parent if the host session changed since it was found: ESTALE if the
+// name is another file's now (another host inode number).
 func (fs *FS) upIDFor(ctx context.Context, n *node, epoch uint64) (uint64, error) {
 	if up, ok := fs.nodes.upOf(n, epoch); ok {
 		return up, nil
@@ -240,8 +242,13 @@ func (fs *FS) upIDFor(ctx context.Context, n *node, epoch uint64) (uint64, error
 		return 0, err
 	}
 	var resp upstream.EntryResp
-	if err := fs.rpcFor(ctx, upstream.OpLookup, &upstream.LookupReq{Parent: pup, Name: name}, &resp); err != nil {
+	if err := fs.rpcFor(ctx, epoch, upstream.OpLookup, &upstream.LookupReq{Parent: pup, Name: name}, &resp); err != nil {
 		return 0, err
+	}
+	if ino := fs.nodes.inoOf(n); ino != 0 && ino != resp.Entry.Attr.Ino {
+		// Another file has the name now: n, and its open files, are gone.
+		fs.forgets.add(resp.Entry.Node, epoch, 1)
+		return 0, syscall.ESTALE
 	}
 	fs.nodes.rebind(n, resp.Entry.Node, epoch)
 	return resp.Entry.Node, nil

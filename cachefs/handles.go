@@ -93,15 +93,16 @@ func (fs *FS) upHandle(ctx context.Context, h *handle, epoch uint64) (uint64, er
 	if !h.dir {
 		op, req = upstream.OpOpen, &upstream.OpenReq{Node: up, Flags: reopenFlags(h.flags)}
 	}
-	if err := fs.rpcFor(ctx, op, req, &resp); err != nil {
+	if err := fs.rpcFor(ctx, epoch, op, req, &resp); err != nil {
 		return 0, err
 	}
 	h.up, h.epoch = resp.Handle, epoch
 	return h.up, nil
 }
 
-// withHandle resolves a kernel fh and runs f with its host handle.
-func (fs *FS) withHandle(ctx context.Context, fh uint64, f func(h *handle, up uint64) error) fuseStatus {
+// withHandle resolves a kernel fh and runs f with its host handle and
+// the epoch it belongs to.
+func (fs *FS) withHandle(ctx context.Context, fh uint64, f func(h *handle, up, epoch uint64) error) fuseStatus {
 	h := fs.handles.get(fh)
 	if h == nil {
 		return fuseBadf
@@ -111,7 +112,7 @@ func (fs *FS) withHandle(ctx context.Context, fh uint64, f func(h *handle, up ui
 		if err != nil {
 			return err
 		}
-		return f(h, up)
+		return f(h, up, epoch)
 	})
 }
 

@@ -57,7 +57,7 @@ func (fs *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut
 			fill = &dirFill{epoch: epoch, dir: up, gen: fs.cache.fence(epoch)}
 		}
 		var resp upstream.OpenResp
-		if err := fs.rpcFor(ctx, upstream.OpOpendir, &upstream.NodeReq{Node: up}, &resp); err != nil {
+		if err := fs.rpcFor(ctx, epoch, upstream.OpOpendir, &upstream.NodeReq{Node: up}, &resp); err != nil {
 			return err
 		}
 		// The kernel's listing cache is the directory's, shared by its
@@ -112,9 +112,9 @@ func (fs *FS) readDir(ctx *waitCtx, in *fuse.ReadIn, out *fuse.DirEntryList, plu
 
 func (fs *FS) fetchDir(ctx context.Context, h *handle, off uint64, plus bool) (*dirBuf, fuse.Status) {
 	var buf *dirBuf
-	st := fs.withHandle(ctx, h.id, func(_ *handle, up uint64) error {
+	st := fs.withHandle(ctx, h.id, func(_ *handle, up, epoch uint64) error {
 		var resp upstream.ReaddirResp
-		err := fs.rpcFor(ctx, upstream.OpReaddir, &upstream.ReaddirReq{Handle: up, Offset: off, Max: dirBatch, Plus: plus}, &resp)
+		err := fs.rpcFor(ctx, epoch, upstream.OpReaddir, &upstream.ReaddirReq{Handle: up, Offset: off, Max: dirBatch, Plus: plus}, &resp)
 		buf = &dirBuf{ents: resp.Entries, start: off, plus: plus, eof: resp.EOF, epoch: fs.up.Epoch()}
 		return err
 	})

@@ -34,7 +34,7 @@ func (fs *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out 
 		}
 		if !fs.mayCacheMeta(parent) {
 			var resp upstream.EntryResp
-			if err := fs.rpcFor(ctx, upstream.OpLookup, &upstream.LookupReq{Parent: pup, Name: name}, &resp); err != nil {
+			if err := fs.rpcFor(ctx, epoch, upstream.OpLookup, &upstream.LookupReq{Parent: pup, Name: name}, &resp); err != nil {
 				return err
 			}
 			fs.entered(parent, name, &resp.Entry, epoch, out)
@@ -56,7 +56,7 @@ func (fs *FS) lookupCached(ctx context.Context, parent *node, pup uint64, name s
 		if !ok { // the name is known, its attributes are not: ask for them
 			gen := fs.cache.fence(epoch)
 			var resp upstream.AttrResp
-			if err := fs.rpcFor(ctx, upstream.OpGetattr, &upstream.NodeReq{Node: de.node.up}, &resp); err != nil {
+			if err := fs.rpcFor(ctx, epoch, upstream.OpGetattr, &upstream.NodeReq{Node: de.node.up}, &resp); err != nil {
 				return err
 			}
 			a = resp.Attr
@@ -68,7 +68,7 @@ func (fs *FS) lookupCached(ctx context.Context, parent *node, pup uint64, name s
 	}
 	gen := fs.cache.fence(epoch)
 	var resp upstream.EntryResp
-	err := fs.rpcFor(ctx, upstream.OpLookup, &upstream.LookupReq{Parent: pup, Name: name}, &resp)
+	err := fs.rpcFor(ctx, epoch, upstream.OpLookup, &upstream.LookupReq{Parent: pup, Name: name}, &resp)
 	if errors.Is(err, syscall.ENOENT) {
 		fs.cache.putName(epoch, pup, gen, name, nil, nil)
 		fs.negativeEntry(parent, out)
@@ -123,7 +123,7 @@ func (fs *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.Attr
 		}
 		gen := fs.cache.fence(epoch)
 		var resp upstream.AttrResp
-		if err := fs.rpcFor(ctx, upstream.OpGetattr, &upstream.NodeReq{Node: up}, &resp); err != nil {
+		if err := fs.rpcFor(ctx, epoch, upstream.OpGetattr, &upstream.NodeReq{Node: up}, &resp); err != nil {
 			return err
 		}
 		if caching {
@@ -157,7 +157,7 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.Attr
 			}
 		}
 		var resp upstream.AttrResp
-		err = fs.rpcFor(ctx, upstream.OpSetattr, req, &resp)
+		err = fs.rpcFor(ctx, epoch, upstream.OpSetattr, req, &resp)
 		fs.cache.dropAttr(up)
 		if err != nil {
 			return err
@@ -207,7 +207,7 @@ func (fs *FS) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.S
 			return err
 		}
 		var resp upstream.ReadlinkResp
-		err = fs.rpcFor(ctx, upstream.OpReadlink, &upstream.NodeReq{Node: up}, &resp)
+		err = fs.rpcFor(ctx, epoch, upstream.OpReadlink, &upstream.NodeReq{Node: up}, &resp)
 		target = []byte(resp.Target)
 		return err
 	})
@@ -219,7 +219,7 @@ func (fs *FS) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsO
 	defer ctx.release()
 	return fs.call(func(epoch uint64) error {
 		var r upstream.StatfsResp
-		if err := fs.rpcFor(ctx, upstream.OpStatfs, &upstream.Empty{}, &r); err != nil {
+		if err := fs.rpcFor(ctx, epoch, upstream.OpStatfs, &upstream.Empty{}, &r); err != nil {
 			return err
 		}
 		*out = fuse.StatfsOut{Blocks: r.Blocks, Bfree: r.Bfree, Bavail: r.Bavail, Files: r.Files,

@@ -43,7 +43,7 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 			return nil
 		}
 		var resp upstream.OpenResp
-		if err := fs.rpcFor(ctx, upstream.OpOpen, &upstream.OpenReq{Node: up, Flags: in.Flags}, &resp); err != nil {
+		if err := fs.rpcFor(ctx, epoch, upstream.OpOpen, &upstream.OpenReq{Node: up, Flags: in.Flags}, &resp); err != nil {
 			return err
 		}
 		h.up, h.epoch = resp.Handle, epoch
@@ -77,7 +77,7 @@ func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out
 		}
 		req := &upstream.CreateReq{Parent: pup, Name: name, Flags: in.Flags, Mode: in.Mode, Caller: caller(&in.InHeader)}
 		var resp upstream.CreateResp
-		err = fs.rpcFor(ctx, upstream.OpCreate, req, &resp)
+		err = fs.rpcFor(ctx, epoch, upstream.OpCreate, req, &resp)
 		fs.dirChanged(pup)
 		if err != nil {
 			return err
@@ -105,9 +105,9 @@ func (fs *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Re
 		return r, st
 	}
 	var data []byte
-	st := fs.withHandle(ctx, in.Fh, func(_ *handle, up uint64) error {
+	st := fs.withHandle(ctx, in.Fh, func(_ *handle, up, epoch uint64) error {
 		var resp upstream.DataResp
-		err := fs.rpcFor(ctx, upstream.OpRead, &upstream.ReadReq{Handle: up, Offset: int64(in.Offset), Size: in.Size}, &resp)
+		err := fs.rpcFor(ctx, epoch, upstream.OpRead, &upstream.ReadReq{Handle: up, Offset: int64(in.Offset), Size: in.Size}, &resp)
 		data = resp.Data
 		return err
 	})
@@ -121,14 +121,14 @@ func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint
 		return fs.lWrite(h, in, data)
 	}
 	var written uint32
-	st := fs.withHandle(ctx, in.Fh, func(h *handle, up uint64) error {
+	st := fs.withHandle(ctx, in.Fh, func(h *handle, up, epoch uint64) error {
 		defer fs.nodeChanged(h.node, fs.up.Epoch())
 		req := &upstream.WriteReq{Handle: up, Offset: int64(in.Offset), Data: data}
 		if in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0 {
 			req.Flags |= upstream.WriteKillSuidgid
 		}
 		var resp upstream.WriteResp
-		err := fs.rpcFor(ctx, upstream.OpWrite, req, &resp)
+		err := fs.rpcFor(ctx, epoch, upstream.OpWrite, req, &resp)
 		written = resp.Written
 		return err
 	})
@@ -164,10 +164,10 @@ func (fs *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 	}
 	// Not the caller's: the kernel does not interrupt a FLUSH, and a
 	// dying process's closes are what must drop its locks on the host.
-	return fs.withHandle(context.Background(), in.Fh, func(_ *handle, up uint64) error {
+	return fs.withHandle(context.Background(), in.Fh, func(_ *handle, up, epoch uint64) error {
 		req := &upstream.LockReq{Handle: up, Owner: in.LockOwner,
 			Lock: upstream.Lock{Start: 0, End: ^uint64(0), Type: syscall.F_UNLCK}}
-		return fs.rpc(upstream.OpSetlk, req, &upstream.Empty{})
+		return fs.rpcFor(context.Background(), epoch, upstream.OpSetlk, req, &upstream.Empty{})
 	})
 }
 
@@ -177,8 +177,8 @@ func (fs *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 	if h := fs.localHandle(in.Fh); h != nil {
 		return fs.lFsync(h)
 	}
-	return fs.withHandle(ctx, in.Fh, func(_ *handle, up uint64) error {
-		return fs.rpcFor(ctx, upstream.OpFsync, &upstream.FsyncReq{Handle: up, Datasync: in.FsyncFlags&1 != 0}, &upstream.Empty{})
+	return fs.withHandle(ctx, in.Fh, func(_ *handle, up, epoch uint64) error {
+		return fs.rpcFor(ctx, epoch, upstream.OpFsync, &upstream.FsyncReq{Handle: up, Datasync: in.FsyncFlags&1 != 0}, &upstream.Empty{})
 	})
 }
 
@@ -212,10 +212,10 @@ func (fs *FS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Statu
 	if h := fs.localHandle(in.Fh); h != nil {
 		return fs.lFallocate(h, in)
 	}
-	return fs.withHandle(ctx, in.Fh, func(h *handle, up uint64) error {
+	return fs.withHandle(ctx, in.Fh, func(h *handle, up, epoch uint64) error {
 		defer fs.nodeChanged(h.node, fs.up.Epoch())
 		req := &upstream.FallocateReq{Handle: up, Mode: in.Mode, Offset: int64(in.Offset), Length: int64(in.Length)}
-		return fs.rpcFor(ctx, upstream.OpFallocate, req, &upstream.Empty{})
+		return fs.rpcFor(ctx, epoch, upstream.OpFallocate, req, &upstream.Empty{})
 	})
 }
 
@@ -225,9 +225,9 @@ func (fs *FS) Lseek(cancel <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut
 	if h := fs.localHandle(in.Fh); h != nil {
 		return fs.lLseek(h, in, out)
 	}
-	return fs.withHandle(ctx, in.Fh, func(_ *handle, up uint64) error {
+	return fs.withHandle(ctx, in.Fh, func(_ *handle, up, epoch uint64) error {
 		var resp upstream.LseekResp
-		err := fs.rpcFor(ctx, upstream.OpLseek, &upstream.LseekReq{Handle: up, Offset: int64(in.Offset), Whence: in.Whence}, &resp)
+		err := fs.rpcFor(ctx, epoch, upstream.OpLseek, &upstream.LseekReq{Handle: up, Offset: int64(in.Offset), Whence: in.Whence}, &resp)
 		out.Offset = uint64(resp.Offset)
 		return err
 	})

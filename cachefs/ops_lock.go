@@ -21,9 +21,9 @@ func (fs *FS) GetLk(cancel <-chan struct{}, in *fuse.LkIn, out *fuse.LkOut) fuse
 	fs.hostHandleFirst(in.Fh)
 	ctx := callerCtx(cancel, &in.InHeader)
 	defer ctx.release()
-	return fs.withHandle(ctx, in.Fh, func(_ *handle, up uint64) error {
+	return fs.withHandle(ctx, in.Fh, func(_ *handle, up, epoch uint64) error {
 		var resp upstream.LockResp
-		if err := fs.rpcFor(ctx, upstream.OpGetlk, lockReq(in, up, false), &resp); err != nil {
+		if err := fs.rpcFor(ctx, epoch, upstream.OpGetlk, lockReq(in, up, false), &resp); err != nil {
 			return err
 		}
 		l := resp.Lock
@@ -64,10 +64,10 @@ func (fs *FS) setLk(cancel <-chan struct{}, in *fuse.LkIn, wait bool) fuse.Statu
 			}
 		}()
 	}
-	return fs.withHandle(ctx, in.Fh, func(h *handle, up uint64) error {
+	return fs.withHandle(ctx, in.Fh, func(h *handle, up, epoch uint64) error {
 		if in.Lk.Typ != syscall.F_UNLCK {
 			fs.nodes.setLocked(h.node)
 		}
-		return fs.up.Call(ctx, upstream.OpSetlk, lockReq(in, up, wait), &upstream.Empty{})
+		return fs.up.CallIn(ctx, epoch, upstream.OpSetlk, lockReq(in, up, wait), &upstream.Empty{})
 	})
 }

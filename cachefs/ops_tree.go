@@ -25,7 +25,7 @@ func (fs *FS) makeEntry(cancel <-chan struct{}, h *fuse.InHeader, name string, o
 			return err
 		}
 		var resp upstream.EntryResp
-		err = fs.rpcFor(ctx, op, req(pup), &resp)
+		err = fs.rpcFor(ctx, epoch, op, req(pup), &resp)
 		fs.dirChanged(pup)
 		if err != nil {
 			return err
@@ -121,7 +121,7 @@ func (fs *FS) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fu
 			return err
 		}
 		var resp upstream.EntryResp
-		err = fs.rpcFor(ctx, upstream.OpLink, &upstream.LinkReq{Node: up, NewParent: pup, NewName: name}, &resp)
+		err = fs.rpcFor(ctx, epoch, upstream.OpLink, &upstream.LinkReq{Node: up, NewParent: pup, NewName: name}, &resp)
 		fs.dirChanged(pup)
 		fs.cache.dropAttr(up)
 		if err != nil {
@@ -161,7 +161,7 @@ func (fs *FS) remove(ctx *waitCtx, nodeid uint64, name string, op upstream.Op) f
 		}
 		fs.materialize(ctx, fs.nameNode(parent, pup, name, epoch), epoch)
 		var resp upstream.ChangedResp
-		err = fs.rpcFor(ctx, op, &upstream.UnlinkReq{Parent: pup, Name: name}, &resp)
+		err = fs.rpcFor(ctx, epoch, op, &upstream.UnlinkReq{Parent: pup, Name: name}, &resp)
 		fs.dirChanged(pup)
 		fs.nodesChanged(resp.Nodes)
 		if err != nil {
@@ -200,7 +200,7 @@ func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, name, newName st
 		req := &upstream.RenameReq{Parent: pup, Name: name, NewParent: npup, NewName: newName, Flags: in.Flags}
 		fs.materialize(ctx, fs.nameNode(newParent, npup, newName, epoch), epoch)
 		var resp upstream.ChangedResp
-		err = fs.rpcFor(ctx, upstream.OpRename, req, &resp)
+		err = fs.rpcFor(ctx, epoch, upstream.OpRename, req, &resp)
 		fs.dirChanged(pup)
 		fs.dirChanged(npup)
 		fs.nodesChanged(resp.Nodes)

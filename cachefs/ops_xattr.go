@@ -59,7 +59,7 @@ func (fs *FS) xattrGet(ctx *waitCtx, nodeid uint64, op upstream.Op, attr string,
 		}
 		caching = caching && op == upstream.OpGetxattr
 		var resp upstream.XattrResp
-		if err := fs.rpcFor(ctx, op, &upstream.XattrReq{Node: up, Name: attr, Size: uint32(len(dest))}, &resp); err != nil {
+		if err := fs.rpcFor(ctx, epoch, op, &upstream.XattrReq{Node: up, Name: attr, Size: uint32(len(dest))}, &resp); err != nil {
 			if caching && errors.Is(err, syscall.ENODATA) {
 				fs.cache.noteXattrAbsent(epoch, up, attr)
 			}
@@ -83,7 +83,7 @@ func (fs *FS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string,
 			return err
 		}
 		defer fs.cache.dropAttr(up)
-		return fs.rpcFor(ctx, upstream.OpSetxattr, &upstream.SetxattrReq{Node: up, Name: attr, Data: data, Flags: in.Flags}, &upstream.Empty{})
+		return fs.rpcFor(ctx, epoch, upstream.OpSetxattr, &upstream.SetxattrReq{Node: up, Name: attr, Data: data, Flags: in.Flags}, &upstream.Empty{})
 	})
 }
 
@@ -97,6 +97,6 @@ func (fs *FS) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string)
 		if err != nil {
 			return err
 		}
-		return fs.rpcFor(ctx, upstream.OpRemovexattr, &upstream.XattrReq{Node: up, Name: attr}, &upstream.Empty{})
+		return fs.rpcFor(ctx, epoch, upstream.OpRemovexattr, &upstream.XattrReq{Node: up, Name: attr}, &upstream.Empty{})
 	})
 }

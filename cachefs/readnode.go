@@ -42,7 +42,7 @@ func (fs *FS) readByNode(ctx context.Context, in *fuse.ReadIn) (fuse.ReadResult,
 		}
 		var resp upstream.DataResp
 		req := &upstream.ReadNodeReq{Node: up, Offset: int64(in.Offset), Size: in.Size}
-		err = fs.rpcFor(ctx, upstream.OpReadNode, req, &resp)
+		err = fs.rpcFor(ctx, epoch, upstream.OpReadNode, req, &resp)
 		data = resp.Data
 		return err
 	})

@@ -319,15 +319,26 @@ func HostTimeout(d time.Duration) (timeout, reconnect time.Duration) {
 // errno by ToErrno. Idempotent requests are retried across reconnects
 // to a resumed session.
 func (c *Client) Call(ctx context.Context, op Op, req, resp any) error {
+	return c.CallIn(ctx, 0, op, req, resp)
+}
+
+// CallIn is Call for a request whose node ids and handles belong to
+// host session epoch (Epoch): it fails with ErrSessionLost rather than
+// send them in another session, where they are void or name other
+// nodes. Epoch 0: any session.
+func (c *Client) CallIn(ctx context.Context, epoch uint64, op Op, req, resp any) error {
 	start := time.Now()
 	c.Stats.begin()
-	err := c.call(ctx, op, req, resp)
+	err := c.call(ctx, epoch, op, req, resp)
 	c.Stats.end(op, time.Since(start))
 	return err
 }
 
-func (c *Client) call(ctx context.Context, op Op, req, resp any) error {
+func (c *Client) call(ctx context.Context, want uint64, op Op, req, resp any) error {
 	cc, epoch, err := c.conn(ctx)
+	if err == nil && want != 0 && epoch != want {
+		return ErrSessionLost
+	}
 	id := c.nextID.Add(1) // kept across attempts: the host runs a repeat once
 	for attempt := 0; ; attempt++ {
 		if err != nil {

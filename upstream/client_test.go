@@ -357,3 +357,24 @@ func TestHardWaitsForHost(t *testing.T) {
 		t.Errorf("Statfs after the host came back: %v", err)
 	}
 }
+
+// TestCallInOtherSession: a request whose handle belongs to a session
+// the host no longer has is not sent in the new one, where its ids are
+// void or name other files: CallIn fails with ErrSessionLost.
+func TestCallInOtherSession(t *testing.T) {
+	ts := startServer(t, upstream.ServerOptions{})
+	c := newClient(t, ts.addr, upstream.ClientOptions{})
+	_, h := create(t, c, upstream.RootID, "f")
+	epoch := c.Epoch()
+	restart(t, c, ts)
+	_, h2 := create(t, c, upstream.RootID, "g") // may reuse h's number
+	write(t, c, h2, 0, []byte("other"))
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	var resp upstream.DataResp
+	err := c.CallIn(ctx, epoch, upstream.OpRead, &upstream.ReadReq{Handle: h, Size: 10}, &resp)
+	if !errors.Is(err, upstream.ErrSessionLost) {
+		t.Errorf("CallIn of an old session's handle %d (new handle %d): got %v, data %q; want ErrSessionLost",
+			h, h2, err, resp.Data)
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -178,3 +179,75 @@ func TestHelperStat(t *testing.T) {
 	}
 }
 
+// TestGuestAnswersWhileHostAway: what the guest holds is answered while
+// the host is away (killed, or stopped with its connection up): a stat
+// and a read of a file of a cached subtree read before, and
+// a stat, an append and a read of a file the guest wrote in a delegated
+// subtree, the mount's default mode. --host-timeout 2s bounds what would
+// wrongly wait for a killed host; a stopped one is waited for 2 minutes.
+func TestGuestAnswersWhileHostAway(t *testing.T) {
+	for _, mode := range []string{"cached", "delegated"} {
+		// A registration under a consistent default is not answered yet:
+		// the walk revalidates its root's name in the consistent parent,
+		// which asks the host (docs/faults.md).
+		for _, where := range []string{"default"} {
+			for _, how := range []string{"killed", "stopped"} {
+				t.Run(mode+"/"+where+"/"+how, func(t *testing.T) { testGuestAnswers(t, mode, where, how) })
+			}
+		}
+	}
+}
+
+// testGuestAnswers runs TestGuestAnswersWhileHostAway in mode, the
+// mount's default mode or that of a registered subtree under a
+// consistent default, with the host away as how says.
+func testGuestAnswers(t *testing.T, mode, where, how string) {
+	p := newPaths(t)
+	data := pattern(7, 256<<10)
+	if err := os.MkdirAll(filepath.Join(p.export, "sub"), 0o755); err != nil {
+		t.Fatalf("MkdirAll: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(p.export, "sub", "a"), data, 0o644); err != nil {
+		t.Fatalf("WriteFile: %v", err)
+	}
+	srv := startServe(t, p.export, p.sock, false)
+	args := []string{"mount", "--upstream", "unix://" + p.sock, "--host-timeout", "2s", "--state-dir", t.TempDir()}
+	if where == "default" {
+		args = append(args, "--default-mode", mode)
+	}
+	startGuest(t, "mount", p.mnt, p.ctl, args...)
+	if where == "registered" {
+		ctlOK(t, p.ctl, "register", "--mode", mode, filepath.Join(p.mnt, "sub"))
+	}
+	path := filepath.Join(p.mnt, "sub", "a")
+	if mode == "delegated" {
+		path = filepath.Join(p.mnt, "sub", "new")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatalf("WriteFile in the guest: %v", err)
+		}
+	}
+	if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("ReadFile with the host up: %d bytes, %v", len(got), err)
+	}
+	back := hostAway(t, srv, p.sock, how)
+	defer back()
+
+	if fi, err := os.Stat(path); err != nil || fi.Size() != int64(len(data)) {
+		t.Errorf("Stat with the host away: %v, %v; want %d bytes", fi, err, len(data))
+	}
+	want := data
+	if mode == "delegated" {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+		if err == nil {
+			_, err = f.Write([]byte("more"))
+			f.Close()
+		}
+		if err != nil {
+			t.Errorf("append with the host away: %v", err)
+		}
+		want = append(append([]byte(nil), data...), "more"...)
+	}
+	if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("ReadFile with the host away: %d bytes, %v; want %d bytes", len(got), err, len(want))
+	}
+}
