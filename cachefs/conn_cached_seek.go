@@ -20,8 +20,10 @@ func (c *cachedConn) Lseek(cancel <-chan struct{}, in *fuse.LseekIn, out *fuse.L
 	if in.Whence != unix.SEEK_DATA && in.Whence != unix.SEEK_HOLE {
 		return c.hostLseek(cancel, in, out)
 	}
+	ctx := callerCtx(cancel, &in.InHeader)
+	defer ctx.release()
 	epoch := c.up.Epoch()
-	_, up, err := c.nodeUp(in.NodeId, epoch)
+	_, up, err := c.nodeUp(ctx, in.NodeId, epoch)
 	if err != nil {
 		return c.hostLseek(cancel, in, out)
 	}

@@ -94,6 +94,16 @@
 // stats) and sends it again until it fits (writeback.go). A full state
 // directory fails delegated changes before they are made (journal.go).
 //
+// # Host outages
+//
+// A kernel request's calls to the host carry a waitCtx (waitctx.go):
+// they wait for the host as the client's bounds say (--host-timeout)
+// and end at once when the request's caller is dying, never for a
+// signal it survives. Each call names the host session its ids belong
+// to (upstream.Client.CallIn), so that after a host restart it is
+// repeated with ids found again by name, and a node whose name leads
+// to another host inode is gone (ESTALE). docs/faults.md.
+//
 // # Locking
 //
 // Lock order: writeback.mu, then metaCache.mu, then nodeTable.mu, then
