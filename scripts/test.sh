@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 go vet ./...
+bash scripts/darwin.sh
 go test -race -count=1 -timeout 60m ./...
 # Go 1.26's fuzz coordinator can fail a target with a bare "context
 # deadline exceeded" when -fuzztime ends while a worker is mid-input

@@ -48,6 +48,11 @@
 // gives a regular file are kept in an xattr rather than applied
 // (server_setid.go).
 //
+// The server is built for Linux only (server*.go, nodes.go, fdcache.go,
+// session.go, lockwait.go carry //go:build linux): on macOS NewServer
+// returns ErrNoHostBackend until the portable host backend lands (issue
+// 18). server_api.go holds what both share: ServerOptions and ServerStats.
+//
 // # Sessions
 //
 // A session (session.go) holds a guest's node ids and open files and

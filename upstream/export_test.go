@@ -1,3 +1,5 @@
+//go:build linux
+
 package upstream
 
 // UsesHandles reports whether s identifies inodes by file handle.

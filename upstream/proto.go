@@ -564,3 +564,6 @@ type Event struct {
 	IsDir  bool
 	Cookie uint32
 }
+
+// ErrorMsg is the payload of a KindError frame.
+type ErrorMsg struct{ Text string }

@@ -1,3 +1,5 @@
+//go:build linux
+
 package upstream
 
 import (
@@ -101,9 +103,6 @@ func (sc *serverConn) fatal(err error) {
 	sc.write(appendFrame(nil, Header{Kind: KindError}, &ErrorMsg{Text: text}))
 	sc.conn.Close()
 }
-
-// ErrorMsg is the payload of a KindError frame.
-type ErrorMsg struct{ Text string }
 
 // handshakeTimeout bounds the whole handshake.
 const handshakeTimeout = 30 * time.Second
