@@ -2,8 +2,10 @@
 
 package upstream
 
+import "github.com/cachefs/cachefs/upstream/hostfs"
+
 // UsesHandles reports whether s identifies inodes by file handle.
-func UsesHandles(s *Server) bool { return s.useHandles.Load() }
+func UsesHandles(s *Server) bool { return s.ident.Kind() == hostfs.Handles }
 
 // RootRefs returns the references held on s's export root fd.
 func RootRefs(s *Server) int32 { return s.rootRef.refs.Load() }

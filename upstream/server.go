@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cachefs/cachefs/invalidation"
+	"github.com/cachefs/cachefs/upstream/hostfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,10 +27,9 @@ type Server struct {
 	rootRef    *fdRef        // immutable: rootFD, released by Close
 	rootStat   unix.Stat_t   // immutable
 	ownerXattr bool          // immutable
-	rootMount  int           // immutable: mount id of the export root
 	rootPath   string        // immutable: the export's path, as /proc shows it
 	fds        *fdCache
-	useHandles atomic.Bool
+	ident      hostfs.Identity // immutable: file handles or portable (hostfs)
 	requests   atomic.Uint64
 	replayed   atomic.Uint64     // repeated requests answered from a session's replay cache
 	setidCalls atomic.Uint64     // setxattr and removexattr calls on setidXattr (server_setid.go)
@@ -56,7 +56,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		return nil, err
 	}
 	buf := make([]byte, unix.PathMax)
-	if n, err := unix.Readlink(procPath(fd), buf); err == nil {
+	if n, err := unix.Readlink(hostfs.FDPath(fd), buf); err == nil {
 		s.rootPath = string(buf[:n])
 	}
 	s.rootRef = &fdRef{fd: fd}
@@ -72,7 +72,14 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		s.opts.SessionGrace = 5 * time.Minute
 	}
 	s.fds = newFDCache(maxFDs(opts.MaxFDs))
-	s.useHandles.Store(!opts.NoFileHandles && s.probeHandles())
+	backend := opts.Backend
+	if opts.NoFileHandles {
+		backend = hostfs.Portable
+	}
+	if s.ident, err = hostfs.NewIdentity(backend, fd); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
 	if s.watchers, err = invalidation.NewHub(invalidation.HubOptions{Kind: opts.Watcher, MountFD: fd, Unwatched: opts.Unwatched}); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("watcher: %w", err)
@@ -90,22 +97,6 @@ func maxFDs(n int) int {
 		n = int(rl.Cur / 2)
 	}
 	return max(n, 16)
-}
-
-// probeHandles reports whether file handles work for this export and
-// this process (open_by_handle_at needs CAP_DAC_READ_SEARCH).
-func (s *Server) probeHandles() bool {
-	h, mnt, err := unix.NameToHandleAt(s.rootFD, "", unix.AT_EMPTY_PATH)
-	if err != nil {
-		return false
-	}
-	s.rootMount = mnt
-	fd, err := unix.OpenByHandleAt(s.rootFD, h, unix.O_PATH|unix.O_CLOEXEC)
-	if err != nil {
-		return false
-	}
-	unix.Close(fd)
-	return true
 }
 
 // Serve accepts connections on l until l is closed or the server is.
@@ -159,7 +150,7 @@ func (s *Server) Close() error {
 
 func (s *Server) Stats() ServerStats {
 	st := ServerStats{Requests: s.requests.Load(), Replayed: s.replayed.Load(), CachedFDs: s.fds.len(),
-		OpenedFDs: s.fds.opened.Load(), Evictions: s.fds.evicted.Load(), Watch: s.watchers.Stats()}
+		OpenedFDs: s.fds.opened.Load(), Evictions: s.fds.evicted.Load(), Watch: s.watchers.Stats(), Backend: s.ident.Kind()}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st.Sessions = len(s.sessions)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cachefs/cachefs/invalidation"
+	"github.com/cachefs/cachefs/upstream/hostfs"
 )
 
 // ServerOptions configure a host export server. The zero value of each
@@ -24,7 +25,12 @@ type ServerOptions struct {
 	// OwnerXattrs keeps ownership set by the guest in an xattr on the host
 	// file instead of chown. Nil: on when the server is not root.
 	OwnerXattrs *bool
-	// NoFileHandles disables name_to_handle_at inode identity.
+	// Backend is how nodes are identified (hostfs.Kind). Zero:
+	// hostfs.Auto, $CACHEFS_BACKEND if set, else file handles where
+	// the export and the process allow, else portable.
+	Backend hostfs.Kind
+	// NoFileHandles disables name_to_handle_at inode identity: Backend
+	// hostfs.Portable.
 	NoFileHandles bool
 	// Watcher is how watched subtrees are watched for events (OpWatch).
 	// Zero: invalidation.Auto, fanotify where the process and the
@@ -63,6 +69,7 @@ type ServerStats struct {
 	OpenedFDs uint64
 	Evictions uint64
 	Watch     invalidation.Stats // the host watcher chosen and its counters
+	Backend   hostfs.Kind        // the node identity chosen: Handles or Portable
 }
 
 // AcceptLoop serves each connection l accepts on a goroutine of its own

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/cachefs/cachefs/upstream/hostfs"
 )
 
 // serverConn is one guest connection. Requests are handled concurrently,
@@ -263,11 +265,12 @@ func (sc *serverConn) call(hd handler, payload []byte, cancel <-chan struct{}) (
 	return hd(sc.sess, cancel, payload)
 }
 
-// toErrno maps a handler error to the errno sent on the wire.
+// toErrno maps a handler error to the errno sent on the wire, in
+// Linux's numbering (hostfs.ToLinux).
 func (sc *serverConn) toErrno(op Op, err error) syscall.Errno {
 	var errno syscall.Errno
 	if errors.As(err, &errno) {
-		return errno
+		return hostfs.ToLinux(errno)
 	}
 	if errors.Is(err, ErrMalformed) {
 		return syscall.EPROTO
