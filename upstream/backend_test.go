@@ -45,3 +45,16 @@ func TestBackendChoice(t *testing.T) {
 		t.Errorf("NewServer with $%s=bogus: no error", hostfs.EnvKind)
 	}
 }
+
+// TestCaseFoldReported: the hello tells the guest whether the export
+// folds case, and only then.
+func TestCaseFoldReported(t *testing.T) {
+	ts := startServer(t, upstream.ServerOptions{})
+	if c := newClient(t, ts.addr, upstream.ClientOptions{}); c.Has(upstream.FeatCaseFold) || ts.srv.Stats().CaseFold {
+		t.Errorf("a case-sensitive export (%s) reported as folding case", ts.export)
+	}
+	upstream.SetCaseFold(ts.srv, true)
+	if c := newClient(t, ts.addr, upstream.ClientOptions{}); !c.Has(upstream.FeatCaseFold) || !ts.srv.Stats().CaseFold {
+		t.Errorf("a case-folding export not reported: Has %v, Stats %v", c.Has(upstream.FeatCaseFold), ts.srv.Stats().CaseFold)
+	}
+}

@@ -16,3 +16,7 @@ func SetidCalls(s *Server) uint64 { return s.setidCalls.Load() }
 
 // TakeLock is takeLock (lockwait.go).
 var TakeLock = takeLock
+
+// SetCaseFold makes s report a case-folding export, as a macOS volume
+// would, where this machine has none to test on.
+func SetCaseFold(s *Server, on bool) { s.caseFold = on }

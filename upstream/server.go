@@ -30,6 +30,7 @@ type Server struct {
 	rootPath   string        // immutable: the export's path, as /proc shows it
 	fds        *fdCache
 	ident      hostfs.Identity // immutable: file handles or portable (hostfs)
+	caseFold   bool            // immutable: the export root folds case (FeatCaseFold)
 	requests   atomic.Uint64
 	replayed   atomic.Uint64     // repeated requests answered from a session's replay cache
 	setidCalls atomic.Uint64     // setxattr and removexattr calls on setidXattr (server_setid.go)
@@ -76,6 +77,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if opts.NoFileHandles {
 		backend = hostfs.Portable
 	}
+	s.caseFold = hostfs.CaseFold(fd)
 	if s.ident, err = hostfs.NewIdentity(backend, fd); err != nil {
 		unix.Close(fd)
 		return nil, err
@@ -150,7 +152,7 @@ func (s *Server) Close() error {
 
 func (s *Server) Stats() ServerStats {
 	st := ServerStats{Requests: s.requests.Load(), Replayed: s.replayed.Load(), CachedFDs: s.fds.len(),
-		OpenedFDs: s.fds.opened.Load(), Evictions: s.fds.evicted.Load(), Watch: s.watchers.Stats(), Backend: s.ident.Kind()}
+		OpenedFDs: s.fds.opened.Load(), Evictions: s.fds.evicted.Load(), Watch: s.watchers.Stats(), Backend: s.ident.Kind(), CaseFold: s.caseFold}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st.Sessions = len(s.sessions)

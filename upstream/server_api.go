@@ -70,6 +70,7 @@ type ServerStats struct {
 	Evictions uint64
 	Watch     invalidation.Stats // the host watcher chosen and its counters
 	Backend   hostfs.Kind        // the node identity chosen: Handles or Portable
+	CaseFold  bool               // the export folds case (FeatCaseFold)
 }
 
 // AcceptLoop serves each connection l accepts on a goroutine of its own

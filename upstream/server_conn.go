@@ -188,7 +188,11 @@ func (sc *serverConn) welcome(h Header, req *HelloReq, auth *AuthReq, hostNonce 
 	if err != nil {
 		return err
 	}
-	resp := HelloResp{Version: Version, Features: req.Features & AllFeatures &^ sc.srv.opts.WithheldFeatures, Session: ss.id,
+	feats := req.Features & AllFeatures &^ sc.srv.opts.WithheldFeatures
+	if !sc.srv.caseFold {
+		feats &^= FeatCaseFold
+	}
+	resp := HelloResp{Version: Version, Features: feats, Session: ss.id,
 		Resumed: resumed, Root: root, MaxFrame: MaxFrame, ReadOnly: sc.srv.opts.ReadOnly}
 	if secret := sc.srv.opts.Secret; len(secret) > 0 {
 		resp.Proof = hostProof(secret, auth.Nonce, hostNonce)

@@ -21,6 +21,8 @@
 //     node fd.
 //   - Watch: package invalidation (hub_linux.go, fsevents_darwin.go).
 //   - Errno map (errno*.go): host errno values as Linux's, the wire's.
+//   - Case (case_*.go): whether the export folds case, which the
+//     server reports to the guest (upstream.FeatCaseFold).
 //
 // # Platforms
 //
