@@ -51,7 +51,9 @@
 //
 // On macOS the only kind is FSEvents (fsevents_*_darwin.go): each
 // watcher has a stream over its roots' paths with per-file events,
-// called through purego (no cgo), made again when its roots change. An
+// called through purego (no cgo), made again when its roots change
+// (from the event id current before the old stream stopped: nothing in
+// between goes unseen, an event may come twice). An
 // event names an item by path; its directory is the (dev, ino) that
 // path has when the event is read, its flags map to ops as a merged
 // fanotify mask does (fsevents_map.go, tested on Linux), and dropped

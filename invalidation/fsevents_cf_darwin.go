@@ -28,6 +28,7 @@ var (
 	fsEventStreamStop         func(stream uintptr)
 	fsEventStreamInvalidate   func(stream uintptr)
 	fsEventStreamRelease      func(stream uintptr)
+	fsEventsGetCurrentEventID func() uint64
 	fsCallback                uintptr
 )
 
@@ -81,6 +82,7 @@ func loadFSEvents() error {
 		purego.RegisterLibFunc(&fsEventStreamStop, cs, "FSEventStreamStop")
 		purego.RegisterLibFunc(&fsEventStreamInvalidate, cs, "FSEventStreamInvalidate")
 		purego.RegisterLibFunc(&fsEventStreamRelease, cs, "FSEventStreamRelease")
+		purego.RegisterLibFunc(&fsEventsGetCurrentEventID, cs, "FSEventsGetCurrentEventId")
 		fsCallback = purego.NewCallback(fsEventsCallback)
 	})
 	return fsLoadErr
@@ -102,7 +104,9 @@ type fsStream struct {
 	handle func([]fsEvent)
 }
 
-func newFSStream(paths []string, handle func([]fsEvent)) (*fsStream, error) {
+// newFSStream starts a stream over paths with the events since the
+// event id since (fsSinceNow: from now on).
+func newFSStream(paths []string, since uint64, handle func([]fsEvent)) (*fsStream, error) {
 	refs := make([]uintptr, len(paths))
 	for i, p := range paths {
 		b, err := unix.BytePtrFromString(p)
@@ -122,7 +126,7 @@ func newFSStream(paths []string, handle func([]fsEvent)) (*fsStream, error) {
 	fsStreams[s.id] = handle
 	fsStreamsMu.Unlock()
 	ctx := fsStreamContext{info: s.id}
-	s.ref = fsEventStreamCreate(0, fsCallback, &ctx, arr, fsSinceNow, fsLatency, fsCreateFlags)
+	s.ref = fsEventStreamCreate(0, fsCallback, &ctx, arr, since, fsLatency, fsCreateFlags)
 	if s.ref == 0 {
 		s.forget()
 		return nil, fmt.Errorf("FSEventStreamCreate failed for %q", paths)

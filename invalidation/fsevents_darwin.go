@@ -109,9 +109,13 @@ func (w *fsWatcher) Close() error {
 	return w.restartLocked()
 }
 
-// restartLocked replaces the stream by one over the current roots.
+// restartLocked replaces the stream by one over the current roots. The
+// new stream starts at the event id current before the old one stopped,
+// so that nothing between them goes unseen (an event may come twice).
 func (w *fsWatcher) restartLocked() error {
+	since := uint64(fsSinceNow)
 	if w.stream != nil {
+		since = fsEventsGetCurrentEventID()
 		w.stream.stop()
 		w.stream = nil
 	}
@@ -122,7 +126,7 @@ func (w *fsWatcher) restartLocked() error {
 	for _, r := range w.roots {
 		paths = append(paths, r.path)
 	}
-	s, err := newFSStream(paths, w.events)
+	s, err := newFSStream(paths, since, w.events)
 	if err != nil {
 		for _, r := range w.roots { // nothing is dropped silently
 			w.emit(Change{Op: Overflow, RootDev: r.id.dev, RootIno: r.id.ino})

@@ -11,6 +11,7 @@ const (
 	fsMustScanSubDirs  = 0x00000001
 	fsUserDropped      = 0x00000002
 	fsKernelDropped    = 0x00000004
+	fsHistoryDone      = 0x00000010
 	fsRootChanged      = 0x00000020
 	fsItemCreated      = 0x00000100
 	fsItemRemoved      = 0x00000200
@@ -82,7 +83,7 @@ func fsRootOf(p string, roots map[string]dirID) (string, dirID, bool) {
 // entry through its parent's tree, if watched. cookie numbers renames.
 func fsChanges(ev fsEvent, roots map[string]dirID, dirOf func(string) (dirID, bool), cookie *uint32) []Change {
 	rp, root, ok := fsRootOf(ev.path, roots)
-	if !ok {
+	if !ok || ev.flags&fsHistoryDone != 0 { // the end of a replay, no change
 		return nil
 	}
 	if ev.flags&fsLost != 0 {

@@ -30,6 +30,7 @@ func TestFSEventsMap(t *testing.T) {
 			{Op: Overflow, RootDev: 1, RootIno: 20}}},
 		{"outside", fsEvent{"/xy/f", fsItemCreated, true}, nil},
 		{"root itself", fsEvent{"/x", fsItemInodeMetaMod, true}, nil},
+		{"replay done", fsEvent{"/x/sub", fsHistoryDone, true}, nil},
 		{"directory gone", fsEvent{"/x/gone/f", fsItemRemoved, false}, nil},
 	} {
 		var cookie uint32
