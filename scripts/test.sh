@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The project's test command: every package with the race detector,
-# then each fuzz target briefly.
+# The project's test command: the host side built and vetted for macOS
+# (scripts/darwin.sh), every package with the race detector, the host
+# server's tests and the conformance suite again with the portable
+# backend, then each fuzz target briefly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
