@@ -3,6 +3,7 @@ module github.com/cachefs/cachefs
 go 1.26.8
 
 require (
+	github.com/ebitengine/purego v0.11.3
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/hashicorp/golang-lru/v2 v2.0.7
 	github.com/mdlayher/vsock v1.4.0

@@ -3,8 +3,6 @@ package invalidation
 import (
 	"runtime"
 	"sync/atomic"
-
-	"golang.org/x/sys/unix"
 )
 
 // Actuator runs syscalls on one locked OS thread, so that the FUSE
@@ -22,7 +20,7 @@ func NewActuator() *Actuator {
 	ready := make(chan struct{})
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread dies with it
-		a.tid.Store(int32(unix.Gettid()))
+		a.tid.Store(int32(gettid()))
 		close(ready)
 		for f := range a.reqs {
 			f()

@@ -43,13 +43,17 @@ type TreeWatcher interface {
 	Close() error
 }
 
+// dirID names a directory by (dev, ino).
+type dirID struct{ dev, ino uint64 }
+
 // Kind selects how a Hub watches the host.
 type Kind uint8
 
 const (
-	// Auto is $CACHEFS_WATCHER (EnvKind) if set, else Fanotify where
-	// fanotify_init and a filesystem mark work (CAP_SYS_ADMIN and a
-	// filesystem with file handles and an fsid), else Inotify.
+	// Auto is $CACHEFS_WATCHER (EnvKind) if set, else, on Linux,
+	// Fanotify where fanotify_init and a filesystem mark work
+	// (CAP_SYS_ADMIN and a filesystem with file handles and an fsid),
+	// else Inotify; on macOS, FSEvents.
 	Auto Kind = iota
 	// Inotify gives each watcher an inotify fd of its own and a watch
 	// per directory of its trees.
@@ -57,6 +61,9 @@ const (
 	// Fanotify shares one fanotify group among a Hub's watchers, with
 	// one mark per watched filesystem and no per-directory cost.
 	Fanotify
+	// FSEvents (macOS, the only kind there) gives each watcher an
+	// FSEvents stream over its trees' paths, with per-file events.
+	FSEvents
 )
 
 // EnvKind names the environment variable that Auto defers to:
@@ -85,7 +92,7 @@ type HubOptions struct {
 
 // Stats count a Hub's host events over all its watchers.
 type Stats struct {
-	Kind     Kind   // Inotify or Fanotify, as chosen
+	Kind     Kind   // Inotify, Fanotify or FSEvents, as chosen
 	Fallback string // why Auto chose Inotify, if it did
 	Trees    int64  // watched roots, counted once per watcher
 	Events   uint64 // raw events read

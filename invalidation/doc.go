@@ -49,6 +49,18 @@
 // (FAN_MARK_IGNORE, Linux 6.0) for the events of their entries, renames
 // aside, so that writes there are never queued, read or filtered.
 //
+// On macOS the only kind is FSEvents (fsevents_*_darwin.go): each
+// watcher has a stream over its roots' paths with per-file events,
+// called through purego (no cgo), made again when its roots change
+// (from the event id current before the old stream stopped: nothing in
+// between goes unseen, an event may come twice). An event names an item
+// by path; its directory is the (dev, ino) that path has when the event
+// is read, its flags map to ops as a merged fanotify mask does
+// (fsevents_map.go, tested on Linux), and dropped events
+// (MustScanSubDirs, UserDropped, KernelDropped) or a moved root become
+// an Overflow of the root. The Hub's backend (hub_linux.go,
+// fsevents_darwin.go) is the platform split; the rest is shared.
+//
 // Nothing is dropped silently: a queue overflow (fanotify's holds 16384
 // events, inotify's fs.inotify.max_queued_events), a fanotify group
 // reopened after a read error, a malformed event, or a directory inotify

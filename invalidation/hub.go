@@ -10,10 +10,17 @@ import (
 // watcher has an inotify fd of its own, with Fanotify they all share the
 // Hub's fanotify group and each filters it by its own trees.
 type Hub struct {
-	kind     Kind      // immutable: Inotify or Fanotify
+	kind     Kind      // immutable: Inotify, Fanotify or FSEvents
 	fallback string    // immutable: why Auto chose Inotify
-	fan      *fanGroup // immutable; nil with Inotify
+	back     backend   // immutable: the host's mechanism (hub_linux.go, hub_darwin.go)
 	c        *counters // immutable
+}
+
+// backend is a host's watching mechanism, chosen once per Hub: the
+// platform split of the package. Everything above it is shared.
+type backend interface {
+	watcher(emit func(Change)) (TreeWatcher, error)
+	close() error
 }
 
 // counters are the figures behind Stats, shared by a Hub's watchers.
@@ -35,17 +42,7 @@ func NewHub(o HubOptions) (*Hub, error) {
 			h.kind = k
 		}
 	}
-	if h.kind == Inotify {
-		return h, nil
-	}
-	g, err := newFanGroup(o.MountFD, o.Unwatched, h.c)
-	switch {
-	case err == nil:
-		h.kind, h.fan = Fanotify, g
-		g.start()
-	case h.kind == Auto:
-		h.kind, h.fallback = Inotify, err.Error()
-	default:
+	if err := h.open(o); err != nil {
 		return nil, err
 	}
 	return h, nil
@@ -57,10 +54,7 @@ func (h *Hub) Kind() Kind { return h.kind }
 // NewWatcher returns a watcher that calls emit with the changes under
 // the trees it is given.
 func (h *Hub) NewWatcher(emit func(Change)) (TreeWatcher, error) {
-	if h.fan != nil {
-		return h.fan.newWatcher(emit), nil
-	}
-	return newWatcher(emit, h.c)
+	return h.back.watcher(emit)
 }
 
 // Stats returns the Hub's counters.
@@ -71,26 +65,24 @@ func (h *Hub) Stats() Stats {
 		Resolved: c.resolved.Load()}
 }
 
-// Close closes the fanotify group, if any. Watchers handed out keep
-// their inotify fds until closed themselves.
+// Close closes what the Hub shares among its watchers (the fanotify
+// group, the FSEvents run loop). Inotify watchers handed out keep their
+// fds until closed themselves.
 func (h *Hub) Close() error {
-	if h.fan != nil {
-		return h.fan.close()
-	}
-	return nil
+	return h.back.close()
 }
 
-// ParseKind parses "auto", "inotify" or "fanotify".
+// ParseKind parses "auto", "inotify", "fanotify" or "fsevents".
 func ParseKind(s string) (Kind, error) {
 	for k, name := range kindNames {
 		if s == name {
 			return Kind(k), nil
 		}
 	}
-	return 0, fmt.Errorf("unknown watcher %q (want auto, inotify or fanotify)", s)
+	return 0, fmt.Errorf("unknown watcher %q (want auto, inotify, fanotify or fsevents)", s)
 }
 
-var kindNames = [...]string{Auto: "auto", Inotify: "inotify", Fanotify: "fanotify"}
+var kindNames = [...]string{Auto: "auto", Inotify: "inotify", Fanotify: "fanotify", FSEvents: "fsevents"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {

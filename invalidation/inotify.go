@@ -1,3 +1,5 @@
+//go:build linux
+
 package invalidation
 
 import (
@@ -32,8 +34,6 @@ type Watcher struct {
 }
 
 var _ TreeWatcher = (*Watcher)(nil)
-
-type dirID struct{ dev, ino uint64 }
 
 type root struct {
 	id   dirID

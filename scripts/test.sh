@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# The project's test command: every package with the race detector,
-# then each fuzz target briefly.
+# The project's test command: the host side built and vetted for macOS
+# (scripts/darwin.sh), every package with the race detector, the host
+# server's tests and the conformance suite again with the portable
+# backend, then each fuzz target briefly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 go vet ./...
+bash scripts/darwin.sh
 go test -race -count=1 -timeout 60m ./...
+# The portable host backend (no file handles: nodes by inode through
+# their parent directory, macOS's way) on the server's own tests and the
+# conformance suite in each mode.
+CACHEFS_BACKEND=portable go test -race -count=1 ./upstream/...
+CACHEFS_BACKEND=portable go test -race -count=1 -run 'TestConformance$' ./cachefs/
 # Go 1.26's fuzz coordinator can fail a target with a bare "context
 # deadline exceeded" when -fuzztime ends while a worker is mid-input
 # (golang/go#75804, fixed in Go 1.27). A real finding always writes

@@ -41,7 +41,11 @@
 // per known inode. A node is identified by file handle
 // (name_to_handle_at) where the export's filesystem and the process
 // allow, else by (dev, ino) reached again through its parent's fd and
-// its name; O_PATH fds are opened on demand and kept in one bounded LRU
+// its name: the portable identity, macOS's, which
+// ServerOptions.Backend, $CACHEFS_BACKEND or `serve --backend portable`
+// select on Linux too. What differs between host platforms (identity,
+// resolution, xattrs, the errno map) is package hostfs's. O_PATH fds
+// are opened on demand and kept in one bounded LRU
 // (fdcache.go), together with the fds of open files and directories,
 // which are reopened with their flags when evicted. Every name a guest
 // sends is a single path component resolved with openat beneath a
@@ -52,6 +56,13 @@
 // whiteouts, security.* and trusted.* xattrs), and the set-id bits it
 // gives a regular file are kept in an xattr rather than applied
 // (server_setid.go).
+//
+// The server is built for Linux only (server*.go, nodes.go, fdcache.go,
+// session.go, lockwait.go carry //go:build linux): on macOS NewServer
+// returns ErrNoHostBackend until hostfs has macOS's resolve and xattr
+// halves and the server's remaining Linux calls (renameat2, OFD locks,
+// fallocate, the lock-wait signal) have theirs (docs/macos.md).
+// server_api.go holds what both share: ServerOptions and ServerStats.
 //
 // # Sessions
 //

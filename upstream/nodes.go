@@ -1,24 +1,26 @@
+//go:build linux
+
 package upstream
 
 import (
-	"bytes"
-	"strconv"
 	"sync"
 	"syscall"
 
+	"github.com/cachefs/cachefs/upstream/hostfs"
 	"golang.org/x/sys/unix"
 )
 
 // node is an inode the guest knows by id. The server keeps no fd per
 // node: it identifies the inode by file handle where the filesystem has
-// them, else by (dev, ino) reached again through its parent and name,
+// them, else by (dev, ino) reached again through its parent and name
+// (hostfs.Identity),
 // and opens an O_PATH fd on demand through the session's fd cache.
 type node struct {
-	id     uint64           // immutable
-	dev    uint64           // immutable
-	ino    uint64           // immutable
-	fmt    uint32           // immutable: S_IFMT bits
-	handle *unix.FileHandle // immutable; nil when handles are unavailable
+	id     uint64         // immutable
+	dev    uint64         // immutable
+	ino    uint64         // immutable
+	fmt    uint32         // immutable: S_IFMT bits
+	handle *hostfs.Handle // immutable; nil when handles are unavailable
 
 	// nodeTable.mu protects the following.
 	refs   uint64 // lookups the guest holds
@@ -61,12 +63,12 @@ func (t *nodeTable) get(id uint64) (*node, error) {
 
 // ref returns the node for the inode found as name in parent, creating
 // it if new, and takes one guest reference on it.
-func (t *nodeTable) ref(parent *node, name string, st *unix.Stat_t, h *unix.FileHandle) *node {
+func (t *nodeTable) ref(parent *node, name string, st *unix.Stat_t, h *hostfs.Handle) *node {
 	key := devIno{st.Dev, st.Ino}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := t.byIno[key]
-	if n == nil || n.fmt != st.Mode&unix.S_IFMT || !sameHandle(n.handle, h) {
+	if n == nil || n.fmt != st.Mode&unix.S_IFMT || !hostfs.Same(n.handle, h) {
 		if n != nil { // inode number reused for a new file
 			delete(t.byIno, key)
 		}
@@ -78,14 +80,6 @@ func (t *nodeTable) ref(parent *node, name string, st *unix.Stat_t, h *unix.File
 	n.refs++
 	n.parent, n.name = parent, name
 	return n
-}
-
-// sameHandle reports whether two file handles may name one inode: they
-// are equal, or either is unknown. A handle holds the inode's
-// generation, so it tells a reused inode number from the file that had
-// it before.
-func sameHandle(a, b *unix.FileHandle) bool {
-	return a == nil || b == nil || a.Type() == b.Type() && bytes.Equal(a.Bytes(), b.Bytes())
 }
 
 // forget drops count guest references; it reports the nodes that are
@@ -161,9 +155,4 @@ func validName(name string) error {
 		}
 	}
 	return nil
-}
-
-// procPath names an fd so that path-only syscalls reach its inode.
-func procPath(fd int) string {
-	return "/proc/self/fd/" + strconv.Itoa(fd)
 }

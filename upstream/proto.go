@@ -87,10 +87,15 @@ const (
 	FeatReadNode                       // OpReadNode: a regular file read by node
 	FeatCancel                         // OpCancel: a blocked lock request can be given up
 	FeatTreeWB                         // WBMknod, WBRemoveTree, WBMoveOver, WBXattrs and WBReplace (overlay write-back)
+	// FeatCaseFold is a property of the export, not an op: the host's
+	// directories fold case (a macOS volume, an ext4 casefold
+	// directory), so "A" and "a" are one name there. The host sets it
+	// only where it is so, and only for a guest that asked for it.
+	FeatCaseFold
 )
 
 // AllFeatures is what this build supports.
-const AllFeatures = FeatReaddirPlus | FeatEvents | FeatResume | FeatReplay | FeatReadNode | FeatCancel | FeatTreeWB
+const AllFeatures = FeatReaddirPlus | FeatEvents | FeatResume | FeatReplay | FeatReadNode | FeatCancel | FeatTreeWB | FeatCaseFold
 
 // RootID is the node id of the export root in every session.
 const RootID = 1
@@ -571,3 +576,6 @@ type Event struct {
 	IsDir  bool
 	Cookie uint32
 }
+
+// ErrorMsg is the payload of a KindError frame.
+type ErrorMsg struct{ Text string }

@@ -1,9 +1,10 @@
+//go:build linux
+
 package upstream
 
 import (
 	"crypto/rand"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -15,53 +16,9 @@ import (
 	"time"
 
 	"github.com/cachefs/cachefs/invalidation"
+	"github.com/cachefs/cachefs/upstream/hostfs"
 	"golang.org/x/sys/unix"
 )
-
-// ServerOptions configure a host export server. The zero value of each
-// field is a working default.
-type ServerOptions struct {
-	// Export is the directory to export. Required.
-	Export string
-	// ReadOnly refuses every change with EROFS.
-	ReadOnly bool
-	// MaxFDs bounds the fds the server keeps open for nodes and open
-	// files. Zero: half the soft RLIMIT_NOFILE, at least 16.
-	MaxFDs int
-	// SessionGrace is how long a session's nodes and open files outlive
-	// a dropped connection, waiting for the guest to resume. Zero: 5m.
-	SessionGrace time.Duration
-	// OwnerXattrs keeps ownership set by the guest in an xattr on the host
-	// file instead of chown. Nil: on when the server is not root.
-	OwnerXattrs *bool
-	// NoFileHandles disables name_to_handle_at inode identity.
-	NoFileHandles bool
-	// Watcher is how watched subtrees are watched for events (OpWatch).
-	// Zero: invalidation.Auto, fanotify where the process and the
-	// export's filesystem allow it, else inotify.
-	Watcher invalidation.Kind
-	// Unwatched are host directory trees whose changes no guest needs
-	// (invalidation.HubOptions.Unwatched): the guest's state directory
-	// when host and guest run in one process. Nil: none.
-	Unwatched []string
-	// Secret, when set, is the shared secret every guest must prove it
-	// holds at the handshake (auth.go), as the server proves it to the
-	// guest. Nil: no authentication, for transports that only trusted
-	// peers reach.
-	Secret []byte
-	// AllowSetID applies the set-user-id and set-group-id bits a guest
-	// gives a regular file to the host file. False: they are kept in the
-	// file's user.cachefs.setid xattr instead and reported in its
-	// attributes, so the guest sees them but no host program runs with
-	// them (a root server would otherwise take a guest's set-uid-root
-	// file for its own).
-	AllowSetID bool
-	// WithheldFeatures are not offered at the handshake (their ops are
-	// still served): to test guests against an older host.
-	WithheldFeatures uint64
-	// Logf logs unexpected errors. Nil: log.Printf.
-	Logf func(format string, args ...any)
-}
 
 // Server exports a directory to guests.
 type Server struct {
@@ -70,10 +27,10 @@ type Server struct {
 	rootRef    *fdRef        // immutable: rootFD, released by Close
 	rootStat   unix.Stat_t   // immutable
 	ownerXattr bool          // immutable
-	rootMount  int           // immutable: mount id of the export root
 	rootPath   string        // immutable: the export's path, as /proc shows it
 	fds        *fdCache
-	useHandles atomic.Bool
+	ident      hostfs.Identity // immutable: file handles or portable (hostfs)
+	caseFold   bool            // immutable: the export root folds case (FeatCaseFold)
 	requests   atomic.Uint64
 	replayed   atomic.Uint64     // repeated requests answered from a session's replay cache
 	setidCalls atomic.Uint64     // setxattr and removexattr calls on setidXattr (server_setid.go)
@@ -100,7 +57,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		return nil, err
 	}
 	buf := make([]byte, unix.PathMax)
-	if n, err := unix.Readlink(procPath(fd), buf); err == nil {
+	if n, err := unix.Readlink(hostfs.FDPath(fd), buf); err == nil {
 		s.rootPath = string(buf[:n])
 	}
 	s.rootRef = &fdRef{fd: fd}
@@ -116,7 +73,15 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		s.opts.SessionGrace = 5 * time.Minute
 	}
 	s.fds = newFDCache(maxFDs(opts.MaxFDs))
-	s.useHandles.Store(!opts.NoFileHandles && s.probeHandles())
+	backend := opts.Backend
+	if opts.NoFileHandles {
+		backend = hostfs.Portable
+	}
+	s.caseFold = hostfs.CaseFold(fd)
+	if s.ident, err = hostfs.NewIdentity(backend, fd); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
 	if s.watchers, err = invalidation.NewHub(invalidation.HubOptions{Kind: opts.Watcher, MountFD: fd, Unwatched: opts.Unwatched}); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("watcher: %w", err)
@@ -136,40 +101,9 @@ func maxFDs(n int) int {
 	return max(n, 16)
 }
 
-// probeHandles reports whether file handles work for this export and
-// this process (open_by_handle_at needs CAP_DAC_READ_SEARCH).
-func (s *Server) probeHandles() bool {
-	h, mnt, err := unix.NameToHandleAt(s.rootFD, "", unix.AT_EMPTY_PATH)
-	if err != nil {
-		return false
-	}
-	s.rootMount = mnt
-	fd, err := unix.OpenByHandleAt(s.rootFD, h, unix.O_PATH|unix.O_CLOEXEC)
-	if err != nil {
-		return false
-	}
-	unix.Close(fd)
-	return true
-}
-
 // Serve accepts connections on l until l is closed or the server is.
 func (s *Server) Serve(l net.Listener) error {
 	return AcceptLoop(l, s.ServeConn)
-}
-
-// AcceptLoop serves each connection l accepts on a goroutine of its own
-// until l is closed (then it returns nil) or fails.
-func AcceptLoop(l net.Listener, serve func(net.Conn)) error {
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return nil
-			}
-			return err
-		}
-		go serve(c)
-	}
 }
 
 // ServeConn serves one guest connection until it closes.
@@ -216,21 +150,9 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// Stats are counters of the server.
-type ServerStats struct {
-	Requests  uint64
-	Replayed  uint64 // repeated requests answered with their first reply (replay.go)
-	Sessions  int
-	Nodes     int
-	CachedFDs int
-	OpenedFDs uint64
-	Evictions uint64
-	Watch     invalidation.Stats // the host watcher chosen and its counters
-}
-
 func (s *Server) Stats() ServerStats {
 	st := ServerStats{Requests: s.requests.Load(), Replayed: s.replayed.Load(), CachedFDs: s.fds.len(),
-		OpenedFDs: s.fds.opened.Load(), Evictions: s.fds.evicted.Load(), Watch: s.watchers.Stats()}
+		OpenedFDs: s.fds.opened.Load(), Evictions: s.fds.evicted.Load(), Watch: s.watchers.Stats(), Backend: s.ident.Kind(), CaseFold: s.caseFold}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st.Sessions = len(s.sessions)

@@ -1,9 +1,12 @@
+//go:build linux
+
 package upstream
 
 import (
 	"strings"
 
 	"github.com/cachefs/cachefs/invalidation"
+	"github.com/cachefs/cachefs/upstream/hostfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -64,7 +67,7 @@ func (w *dirWalker) inoAt(path string) uint64 {
 
 func toErrno(err error) unix.Errno {
 	if e, ok := err.(unix.Errno); ok {
-		return e
+		return hostfs.ToLinux(e)
 	}
 	return unix.EIO
 }
@@ -308,7 +311,7 @@ func (ss *session) applyWBSetattr(dfd int, name string, op *WBOp) error {
 // mode the guest sees (07777 bits), if that differs; a symlink is left
 // alone, never followed to its target, which may lie outside the export.
 func (ss *session) chmodNoFollow(dfd int, name string, f func(fmt, mode uint32) uint32) error {
-	fd, err := unix.Openat(dfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := hostfs.OpenNode(dfd, name)
 	if err != nil {
 		return err
 	}

@@ -1,9 +1,12 @@
+//go:build linux
+
 package upstream
 
 import (
 	"os"
 
 	"github.com/cachefs/cachefs/invalidation"
+	"github.com/cachefs/cachefs/upstream/hostfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -164,13 +167,13 @@ func applyXattrs(dfd int, name string, data []byte) error {
 		}
 		return nil
 	}
-	return setXattrs(procPath(fd), want)
+	return setXattrs(hostfs.FDPath(fd), want)
 }
 
 // openStat opens name in dfd as an O_PATH fd, not following a symlink,
 // and stats it.
 func openStat(dfd int, name string) (int, *unix.Stat_t, error) {
-	fd, err := unix.Openat(dfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := hostfs.OpenNode(dfd, name)
 	if err != nil {
 		return -1, nil, err
 	}

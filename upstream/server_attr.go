@@ -1,7 +1,10 @@
+//go:build linux
+
 package upstream
 
 import (
 	"github.com/cachefs/cachefs/invalidation"
+	"github.com/cachefs/cachefs/upstream/hostfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -87,7 +90,7 @@ func (ss *session) truncate(req *SetattrReq, fd int) error {
 			return unix.Ftruncate(hfd, int64(req.Size))
 		})
 	}
-	return unix.Truncate(procPath(fd), int64(req.Size))
+	return unix.Truncate(hostfs.FDPath(fd), int64(req.Size))
 }
 
 func (ss *session) setTimes(req *SetattrReq, n *node, fd int) error {
@@ -99,7 +102,7 @@ func (ss *session) setTimes(req *SetattrReq, n *node, fd int) error {
 	if n.fmt == unix.S_IFLNK {
 		return unix.UtimesNanoAt(fd, "", ts, unix.AT_EMPTY_PATH)
 	}
-	return unix.UtimesNanoAt(unix.AT_FDCWD, procPath(fd), ts, 0)
+	return unix.UtimesNanoAt(unix.AT_FDCWD, hostfs.FDPath(fd), ts, 0)
 }
 
 func timeArg(valid, set, now uint32, ns int64) unix.Timespec {

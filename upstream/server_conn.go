@@ -1,3 +1,5 @@
+//go:build linux
+
 package upstream
 
 import (
@@ -8,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/cachefs/cachefs/upstream/hostfs"
 )
 
 // serverConn is one guest connection. Requests are handled concurrently,
@@ -102,9 +106,6 @@ func (sc *serverConn) fatal(err error) {
 	sc.conn.Close()
 }
 
-// ErrorMsg is the payload of a KindError frame.
-type ErrorMsg struct{ Text string }
-
 // handshakeTimeout bounds the whole handshake.
 const handshakeTimeout = 30 * time.Second
 
@@ -187,7 +188,11 @@ func (sc *serverConn) welcome(h Header, req *HelloReq, auth *AuthReq, hostNonce 
 	if err != nil {
 		return err
 	}
-	resp := HelloResp{Version: Version, Features: req.Features & AllFeatures &^ sc.srv.opts.WithheldFeatures, Session: ss.id,
+	feats := req.Features & AllFeatures &^ sc.srv.opts.WithheldFeatures
+	if !sc.srv.caseFold {
+		feats &^= FeatCaseFold
+	}
+	resp := HelloResp{Version: Version, Features: feats, Session: ss.id,
 		Resumed: resumed, Root: root, MaxFrame: MaxFrame, ReadOnly: sc.srv.opts.ReadOnly}
 	if secret := sc.srv.opts.Secret; len(secret) > 0 {
 		resp.Proof = hostProof(secret, auth.Nonce, hostNonce)
@@ -264,11 +269,12 @@ func (sc *serverConn) call(hd handler, payload []byte, cancel <-chan struct{}) (
 	return hd(sc.sess, cancel, payload)
 }
 
-// toErrno maps a handler error to the errno sent on the wire.
+// toErrno maps a handler error to the errno sent on the wire, in
+// Linux's numbering (hostfs.ToLinux).
 func (sc *serverConn) toErrno(op Op, err error) syscall.Errno {
 	var errno syscall.Errno
 	if errors.As(err, &errno) {
-		return errno
+		return hostfs.ToLinux(errno)
 	}
 	if errors.Is(err, ErrMalformed) {
 		return syscall.EPROTO

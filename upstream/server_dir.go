@@ -1,9 +1,12 @@
+//go:build linux
+
 package upstream
 
 import (
 	"bytes"
 	"encoding/binary"
 
+	"github.com/cachefs/cachefs/upstream/hostfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,7 +22,7 @@ func (ss *session) opendir(req *NodeReq, resp *OpenResp) error {
 		if n.fmt != unix.S_IFDIR {
 			return unix.ENOTDIR
 		}
-		dfd, err := unix.Open(procPath(fd), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		dfd, err := hostfs.Reopen(fd, unix.O_RDONLY|unix.O_DIRECTORY)
 		if err != nil {
 			return err
 		}

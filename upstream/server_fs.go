@@ -1,3 +1,5 @@
+//go:build linux
+
 package upstream
 
 import (
@@ -5,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cachefs/cachefs/upstream/hostfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -36,7 +39,7 @@ func (ss *session) nodeFD(n *node) (*fdRef, error) {
 // openNode opens n by file handle, or else through its parent and name,
 // checking that the name still holds the same inode.
 func (ss *session) openNode(n *node) (int, error) {
-	if n.handle != nil && ss.srv.useHandles.Load() {
+	if n.handle != nil {
 		fd, err := ss.openByHandle(n)
 		if err == nil {
 			return fd, nil
@@ -54,7 +57,7 @@ func (ss *session) openNode(n *node) (int, error) {
 		return -1, err
 	}
 	defer pr.release()
-	fd, err := unix.Openat(pr.fd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := hostfs.OpenNode(pr.fd, name)
 	if err != nil {
 		if err == unix.ENOENT {
 			err = unix.ESTALE
@@ -75,7 +78,7 @@ func (ss *session) openViaFile(n *node) (int, error) {
 	for _, f := range ss.openFilesOf(n) {
 		if r := ss.heldFileFD(f); r != nil {
 			defer r.release()
-			return unix.Open(procPath(r.fd), unix.O_PATH|unix.O_CLOEXEC, 0)
+			return hostfs.Reopen(r.fd, unix.O_PATH)
 		}
 	}
 	return -1, unix.ESTALE
@@ -102,7 +105,7 @@ func (ss *session) openByHandle(n *node) (int, error) {
 		return -1, err
 	}
 	defer r.release()
-	fd, err := unix.OpenByHandleAt(r.fd, *n.handle, unix.O_PATH|unix.O_CLOEXEC)
+	fd, err := ss.srv.ident.Open(r.fd, n.handle)
 	if err != nil {
 		return -1, err
 	}
@@ -118,7 +121,7 @@ func (ss *session) openByHandle(n *node) (int, error) {
 // too long to tell, it is not trusted; the caller resolves it by name.
 func (s *Server) beneath(fd int) bool {
 	buf := make([]byte, unix.PathMax)
-	n, err := unix.Readlink(procPath(fd), buf)
+	n, err := unix.Readlink(hostfs.FDPath(fd), buf)
 	if err != nil || n >= len(buf) || s.rootPath == "" {
 		return false
 	}
@@ -149,7 +152,7 @@ func (ss *session) fileFD(f *openFile) (*fdRef, error) {
 		return nil, err
 	}
 	defer nr.release()
-	fd, err := unix.Open(procPath(nr.fd), f.flags|unix.O_CLOEXEC, 0)
+	fd, err := hostfs.Reopen(nr.fd, f.flags)
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +181,7 @@ func (ss *session) attrOf(fd int, st *unix.Stat_t) Attr {
 		Ctime: unix.TimespecToNsec(st.Ctim), Mode: st.Mode, Nlink: uint32(st.Nlink),
 		Uid: st.Uid, Gid: st.Gid, Rdev: uint32(st.Rdev), Blksize: uint32(st.Blksize)}
 	if fd >= 0 {
-		ss.srv.summarize(&a, procPath(fd), true)
+		ss.srv.summarize(&a, hostfs.FDPath(fd), true)
 	}
 	if ss.srv.ownerXattr && fd >= 0 && st.Mode&unix.S_IFMT != unix.S_IFLNK {
 		a.Uid, a.Gid = ss.readOwner(fd, a.Uid, a.Gid)
@@ -188,7 +191,7 @@ func (ss *session) attrOf(fd int, st *unix.Stat_t) Attr {
 
 func (ss *session) readOwner(fd int, uid, gid uint32) (uint32, uint32) {
 	var buf [32]byte
-	n, err := unix.Getxattr(procPath(fd), ownerXattr, buf[:])
+	n, err := hostfs.Getxattr(fd, ownerXattr, buf[:])
 	if err != nil {
 		return uid, gid
 	}
@@ -218,7 +221,7 @@ func (ss *session) setOwner(fd int, st *unix.Stat_t, uid, gid uint32) error {
 		gid = cg
 	}
 	v := strconv.FormatUint(uint64(uid), 10) + ":" + strconv.FormatUint(uint64(gid), 10)
-	return unix.Setxattr(procPath(fd), ownerXattr, []byte(v), 0)
+	return hostfs.Setxattr(fd, ownerXattr, []byte(v), 0)
 }
 
 // lookupIn finds name in parent and returns its entry, taking a guest
@@ -232,13 +235,7 @@ func (ss *session) lookupIn(parent *node, pfd int, name string) (Entry, error) {
 }
 
 func (ss *session) entryFor(parent *node, pfd int, name string, st *unix.Stat_t) (Entry, error) {
-	var h *unix.FileHandle
-	if ss.srv.useHandles.Load() {
-		if fh, mnt, err := unix.NameToHandleAt(pfd, name, 0); err == nil && sameMount(ss.srv, mnt) {
-			h = &fh
-		}
-	}
-	n := ss.nodes.ref(parent, name, st, h)
+	n := ss.nodes.ref(parent, name, st, ss.srv.ident.Key(pfd, name))
 	a := ss.attrOf(-1, st)
 	switch {
 	case ss.srv.ownerXattr && st.Mode&unix.S_IFMT != unix.S_IFLNK:
@@ -251,11 +248,7 @@ func (ss *session) entryFor(parent *node, pfd int, name string, st *unix.Stat_t)
 		// one call per file; llistxattr does not follow name, which
 		// holds what st says unless the host just replaced it (then
 		// the summary is the new file's, like a stat racing a rename).
-		ss.srv.summarize(&a, procPath(pfd)+"/"+name, false)
+		ss.srv.summarize(&a, hostfs.FDPath(pfd)+"/"+name, false)
 	}
 	return Entry{Node: n.id, Attr: a}, nil
 }
-
-// sameMount reports whether a handle's mount id is the export root's,
-// the only mount open_by_handle_at is given.
-func sameMount(s *Server, mnt int) bool { return s.rootMount == mnt }

@@ -1,7 +1,10 @@
+//go:build linux
+
 package upstream
 
 import (
 	"github.com/cachefs/cachefs/invalidation"
+	"github.com/cachefs/cachefs/upstream/hostfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,7 +25,7 @@ func (ss *session) open(req *OpenReq, resp *OpenResp) error {
 		if n.fmt != unix.S_IFREG {
 			return unix.EINVAL
 		}
-		hfd, err := unix.Open(procPath(fd), flags|unix.O_CLOEXEC, 0)
+		hfd, err := hostfs.Reopen(fd, flags)
 		if err != nil {
 			return err
 		}
@@ -56,7 +59,7 @@ func (ss *session) create(req *CreateReq, resp *CreateResp) error {
 		}
 		resp.Created = created
 		if created && kept != 0 {
-			if err := ss.srv.writeSetid(procPath(hfd), kept); err != nil {
+			if err := ss.srv.writeSetid(hostfs.FDPath(hfd), kept); err != nil {
 				unix.Close(hfd)
 				return err
 			}
@@ -100,7 +103,7 @@ func (ss *session) readNode(req *ReadNodeReq, resp *DataResp) error {
 		if n.fmt != unix.S_IFREG {
 			return unix.EINVAL
 		}
-		rfd, err := unix.Open(procPath(fd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		rfd, err := hostfs.Reopen(fd, unix.O_RDONLY)
 		if err != nil {
 			return err
 		}
@@ -178,7 +181,7 @@ func openCreate(dfd int, name string, flags int, mode uint32) (int, bool, error)
 // opening a fifo would block the server, a device reach beyond the
 // export.
 func openExisting(dfd int, name string, flags int) (int, error) {
-	pfd, err := unix.Openat(dfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	pfd, err := hostfs.OpenNode(dfd, name)
 	if err != nil {
 		return -1, err
 	}
@@ -189,7 +192,7 @@ func openExisting(dfd int, name string, flags int) (int, error) {
 	}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
-		return unix.Open(procPath(pfd), flags, 0)
+		return unix.Open(hostfs.FDPath(pfd), flags, 0)
 	case unix.S_IFDIR:
 		return -1, unix.EISDIR
 	case unix.S_IFLNK:

@@ -1,8 +1,11 @@
+//go:build linux
+
 package upstream
 
 import (
 	"math"
 
+	"github.com/cachefs/cachefs/upstream/hostfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -122,9 +125,9 @@ func (ss *session) openLockFD(f *openFile) (int, error) {
 		return -1, err
 	}
 	defer r.release()
-	fd, err := unix.Open(procPath(r.fd), unix.O_RDWR|unix.O_CLOEXEC, 0)
+	fd, err := hostfs.Reopen(r.fd, unix.O_RDWR)
 	if err != nil {
-		fd, err = unix.Open(procPath(r.fd), f.flags&unix.O_ACCMODE|unix.O_CLOEXEC, 0)
+		fd, err = hostfs.Reopen(r.fd, f.flags&unix.O_ACCMODE)
 	}
 	return fd, err
 }

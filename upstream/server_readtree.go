@@ -1,6 +1,9 @@
+//go:build linux
+
 package upstream
 
 import (
+	"github.com/cachefs/cachefs/upstream/hostfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -59,7 +62,7 @@ func (ss *session) listWhole(dir *node, limit int) ([]Dirent, bool, error) {
 		return nil, false, err
 	}
 	defer r.release()
-	dfd, err := unix.Open(procPath(r.fd), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	dfd, err := hostfs.Reopen(r.fd, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return nil, false, err
 	}

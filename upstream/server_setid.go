@@ -1,8 +1,11 @@
+//go:build linux
+
 package upstream
 
 import (
 	"strconv"
 
+	"github.com/cachefs/cachefs/upstream/hostfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -73,11 +76,11 @@ func (s *Server) writeSetid(path string, bits uint32) error {
 func (s *Server) chmod(fd int, fmt, mode uint32, absent bool) error {
 	host, kept := s.splitMode(fmt, mode&07777)
 	if s.keepsSetid(fmt) && (kept != 0 || !absent) {
-		if err := s.writeSetid(procPath(fd), kept); err != nil {
+		if err := s.writeSetid(hostfs.FDPath(fd), kept); err != nil {
 			return err
 		}
 	}
-	return unix.Fchmodat(unix.AT_FDCWD, procPath(fd), host, 0)
+	return unix.Fchmodat(unix.AT_FDCWD, hostfs.FDPath(fd), host, 0)
 }
 
 // keepSetidAt makes setidXattr of the regular file just made as name in
@@ -86,7 +89,7 @@ func (s *Server) keepSetidAt(dfd int, name string, bits uint32) error {
 	if bits == 0 {
 		return nil
 	}
-	fd, err := unix.Openat(dfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := hostfs.OpenNode(dfd, name)
 	if err != nil {
 		return err
 	}
@@ -98,7 +101,7 @@ func (s *Server) keepSetidAt(dfd int, name string, bits uint32) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return unix.EEXIST // not what was made: replaced meanwhile
 	}
-	return s.writeSetid(procPath(fd), bits)
+	return s.writeSetid(hostfs.FDPath(fd), bits)
 }
 
 // keptMode returns the mode of the file behind fd (O_PATH or open) as
@@ -108,7 +111,7 @@ func (s *Server) keptMode(fd int, st *unix.Stat_t) (uint32, bool) {
 	if !s.keepsSetid(st.Mode & unix.S_IFMT) {
 		return st.Mode, false
 	}
-	bits, absent := readSetid(unix.Getxattr, procPath(fd))
+	bits, absent := readSetid(unix.Getxattr, hostfs.FDPath(fd))
 	return st.Mode | bits, absent
 }
 
@@ -160,12 +163,12 @@ func (ss *session) killSetidOnWrite(fd int, writer uint32) error {
 	if !ss.srv.keepsSetid(st.Mode & unix.S_IFMT) {
 		return nil
 	}
-	bits, _ := readSetid(unix.Getxattr, procPath(fd))
+	bits, _ := readSetid(unix.Getxattr, hostfs.FDPath(fd))
 	if bits == 0 {
 		return nil
 	}
 	if left := killOnWrite(bits|st.Mode&unix.S_IXGRP, inGroup) & setidBits; left != bits {
-		return ss.srv.writeSetid(procPath(fd), left)
+		return ss.srv.writeSetid(hostfs.FDPath(fd), left)
 	}
 	return nil
 }

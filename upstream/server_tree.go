@@ -1,7 +1,10 @@
+//go:build linux
+
 package upstream
 
 import (
 	"github.com/cachefs/cachefs/invalidation"
+	"github.com/cachefs/cachefs/upstream/hostfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,7 +32,7 @@ func (ss *session) chownNew(dfd int, name string, c Caller) error {
 	if dst.Mode&unix.S_ISGID != 0 {
 		gid = dst.Gid
 	}
-	fd, err := unix.Openat(dfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := hostfs.OpenNode(dfd, name)
 	if err != nil {
 		return err
 	}
@@ -126,7 +129,7 @@ func linkFD(fd int, n *node, dfd int, name string) error {
 	if n.fmt == unix.S_IFLNK {
 		return unix.Linkat(fd, "", dfd, name, unix.AT_EMPTY_PATH)
 	}
-	return unix.Linkat(unix.AT_FDCWD, procPath(fd), dfd, name, unix.AT_SYMLINK_FOLLOW)
+	return unix.Linkat(unix.AT_FDCWD, hostfs.FDPath(fd), dfd, name, unix.AT_SYMLINK_FOLLOW)
 }
 
 func (ss *session) unlink(req *UnlinkReq, resp *ChangedResp) error {

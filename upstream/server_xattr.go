@@ -1,9 +1,12 @@
+//go:build linux
+
 package upstream
 
 import (
 	"bytes"
 	"strings"
 
+	"github.com/cachefs/cachefs/upstream/hostfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -37,7 +40,7 @@ func (ss *session) getxattr(req *XattrReq, resp *XattrResp) error {
 			return unix.ENODATA
 		}
 		return sizedCall(req.Size, resp, func(b []byte) (int, error) {
-			return unix.Getxattr(procPath(fd), req.Name, b)
+			return hostfs.Getxattr(fd, req.Name, b)
 		})
 	})
 }
@@ -48,7 +51,7 @@ func (ss *session) listxattr(req *XattrReq, resp *XattrResp) error {
 			return nil
 		}
 		err := sizedCall(max(req.Size, 64<<10), resp, func(b []byte) (int, error) {
-			return unix.Listxattr(procPath(fd), b)
+			return hostfs.Listxattr(fd, b)
 		})
 		if err != nil {
 			return err
@@ -106,7 +109,7 @@ func (ss *session) setxattr(req *SetxattrReq, _ *Empty) error {
 		if n.fmt == unix.S_IFLNK {
 			return unix.EPERM
 		}
-		return unix.Setxattr(procPath(fd), req.Name, req.Data, int(req.Flags))
+		return hostfs.Setxattr(fd, req.Name, req.Data, int(req.Flags))
 	})
 }
 
@@ -124,6 +127,6 @@ func (ss *session) removexattr(req *XattrReq, _ *Empty) error {
 		if n.fmt == unix.S_IFLNK {
 			return unix.ENODATA
 		}
-		return unix.Removexattr(procPath(fd), req.Name)
+		return hostfs.Removexattr(fd, req.Name)
 	})
 }

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // Access control of serve, mount and local: the shared secret, the tcp

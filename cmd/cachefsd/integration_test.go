@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // End-to-end tests: TestMain builds the cachefsd binary once, and each

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cachefs/cachefs/invalidation"
 	"github.com/cachefs/cachefs/upstream"
+	"github.com/cachefs/cachefs/upstream/hostfs"
 )
 
 // serveFlags are serve's flags.
@@ -19,6 +20,7 @@ type serveFlags struct {
 	maxFDs         int
 	acc            accessFlags
 	watcher        string
+	backend        string
 }
 
 // newServeFlags returns serve's flag set, which fills sf.
@@ -30,7 +32,8 @@ func newServeFlags() (*flag.FlagSet, *serveFlags) {
 	fl.BoolVar(&sf.ro, "read-only", false, "refuse every change (guests mount it read-only)")
 	fl.IntVar(&sf.maxFDs, "max-fds", 0, "bound on cached fds (0: half the open-file limit)")
 	sf.acc.register(fl)
-	fl.StringVar(&sf.watcher, "watcher", "auto", "how watched subtrees are watched: auto, inotify or fanotify")
+	fl.StringVar(&sf.watcher, "watcher", "auto", "how watched subtrees are watched: auto, inotify or fanotify (macOS: fsevents)")
+	fl.StringVar(&sf.backend, "backend", "auto", "how host inodes are identified: auto ($CACHEFS_BACKEND, else handles where they work), handles or portable (macOS's: by inode through the parent directory)")
 	setUsage(fl, "serve --export DIR --listen ADDR [flags]")
 	return fl, sf
 }
@@ -53,9 +56,13 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
+	backend, err := hostfs.ParseKind(sf.backend)
+	if err != nil {
+		return err
+	}
 	srv, err := upstream.NewServer(upstream.ServerOptions{Export: *export, ReadOnly: sf.ro, MaxFDs: sf.maxFDs,
 		Secret: secret, AllowSetID: acc.allowSetID,
-		Watcher: kind})
+		Watcher: kind, Backend: backend})
 	if err != nil {
 		return err
 	}
@@ -66,7 +73,7 @@ func serve(args []string) error {
 	if cids != nil {
 		l = upstream.AllowCIDs(l, cids, log.Printf)
 	}
-	log.Printf("cachefsd: exporting %s on %s", *export, *listen)
+	log.Printf("cachefsd: exporting %s on %s (nodes: %v)", *export, *listen, srv.Stats().Backend)
 	if w := srv.Stats().Watch; w.Fallback != "" {
 		log.Printf("cachefsd: watching with %v (fanotify unavailable: %s)", w.Kind, w.Fallback)
 	} else {

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // The messages of Docker's volume plugin protocol (VolumeDriver), JSON
