@@ -23,15 +23,17 @@ import (
 // path), and the FS's caches and events keep the kernel's copies right.
 type cachedConn struct {
 	*FS
-	held *nodeHandles // immutable pointer
-	gone removals     // conn_cached_remove.go
+	held  *nodeHandles // immutable pointer
+	gone  removals     // conn_cached_remove.go
+	ahead *readAhead   // immutable pointer (conn_cached_ahead.go)
 }
 
 // maxHeldHandles bounds the handles a cached connection keeps open.
 const maxHeldHandles = 256
 
 func newCachedConn(fs *FS) *cachedConn {
-	c := &cachedConn{FS: fs, gone: removals{kept: map[uint64]*heldHandle{}, dirs: map[uint64]fuse.Attr{}}}
+	c := &cachedConn{FS: fs, gone: removals{kept: map[uint64]*heldHandle{}, dirs: map[uint64]fuse.Attr{}},
+		ahead: newReadAhead()}
 	c.held = newNodeHandles(maxHeldHandles, c.openHeld, c.releaseHeld)
 	return c
 }
@@ -102,6 +104,11 @@ func (c *cachedConn) with(node uint64, kind handleKind, f func(fh uint64) fuse.S
 }
 
 func (c *cachedConn) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
+	ctx := callerCtx(cancel, &in.InHeader)
+	defer ctx.release()
+	if r, ok := c.readAhead(ctx, in); ok {
+		return r, fuse.OK
+	}
 	var r fuse.ReadResult
 	st := c.with(in.NodeId, readHandle, func(fh uint64) fuse.Status {
 		r2 := *in

@@ -406,7 +406,7 @@ func idempotent(op Op) bool {
 	switch op {
 	case OpPing, OpLookup, OpGetattr, OpReadlink, OpRead, OpWrite, OpFlush, OpFsync,
 		OpReaddir, OpStatfs, OpGetxattr, OpListxattr, OpLseek, OpGetlk, OpSetattr,
-		OpOpen, OpOpendir, OpRelease, OpReleasedir, OpFallocate, OpApply, OpReadTree, OpWatch, OpReadNode:
+		OpOpen, OpOpendir, OpRelease, OpReleasedir, OpFallocate, OpApply, OpReadTree, OpWatch, OpReadNode, OpReadNodes:
 		return true
 	}
 	return false

@@ -27,6 +27,7 @@ func messages() []any {
 		&upstream.EntryResp{}, &upstream.UnlinkReq{}, &upstream.RenameReq{},
 		&upstream.OpenReq{}, &upstream.OpenResp{}, &upstream.CreateReq{},
 		&upstream.CreateResp{}, &upstream.ReadReq{}, &upstream.ReadNodeReq{}, &upstream.DataResp{},
+		&upstream.ReadNodesReq{}, &upstream.ReadNodesResp{}, &upstream.NodeData{},
 		&upstream.WriteReq{}, &upstream.WriteResp{}, &upstream.HandleReq{},
 		&upstream.FsyncReq{}, &upstream.ReaddirReq{}, &upstream.Dirent{},
 		&upstream.ReaddirResp{}, &upstream.StatfsResp{}, &upstream.XattrReq{},

@@ -72,9 +72,10 @@ const (
 	OpUnwatch
 	OpAck
 	OpApply
-	OpAuth     // the handshake's second request
-	OpReadNode // a read by node, without a handle (FeatReadNode)
-	OpCancel   // gives up a blocked request (FeatCancel)
+	OpAuth      // the handshake's second request
+	OpReadNode  // a read by node, without a handle (FeatReadNode)
+	OpCancel    // gives up a blocked request (FeatCancel)
+	OpReadNodes // small regular files read whole by node, many at once (FeatReadNodes)
 	opCount
 )
 
@@ -92,10 +93,11 @@ const (
 	// directory), so "A" and "a" are one name there. The host sets it
 	// only where it is so, and only for a guest that asked for it.
 	FeatCaseFold
+	FeatReadNodes // OpReadNodes: small files read whole, many a message
 )
 
 // AllFeatures is what this build supports.
-const AllFeatures = FeatReaddirPlus | FeatEvents | FeatResume | FeatReplay | FeatReadNode | FeatCancel | FeatTreeWB | FeatCaseFold
+const AllFeatures = FeatReaddirPlus | FeatEvents | FeatResume | FeatReplay | FeatReadNode | FeatCancel | FeatTreeWB | FeatReadNodes | FeatCaseFold
 
 // RootID is the node id of the export root in every session.
 const RootID = 1
@@ -335,6 +337,33 @@ type ReadNodeReq struct {
 
 type DataResp struct {
 	Data []byte
+}
+
+// ReadNodesReq reads regular files whole by node, each of at most Max
+// bytes: a guest that reads a directory's small files one after another
+// fetches them in one round trip.
+type ReadNodesReq struct {
+	Nodes []uint64
+	Max   uint32
+}
+
+// MaxReadNodes bounds a ReadNodesReq's nodes; the data of a reply is
+// bounded by MaxIO.
+const MaxReadNodes = 256
+
+// ReadNodesResp has the files read, in the request's order: a node that
+// is not a regular file, is bigger than Max, cannot be read or would
+// take the reply past MaxIO is left out. Size and Mtime (ns) are the
+// file's as read.
+type ReadNodesResp struct {
+	Files []NodeData
+}
+
+type NodeData struct {
+	Node  uint64
+	Size  int64
+	Mtime int64
+	Data  []byte
 }
 
 // Write flags. WriteKillSuidgid: the writer may not keep set-id bits

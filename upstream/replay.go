@@ -47,7 +47,7 @@ func newReplayCache() *replayCache {
 func pure(op Op) bool {
 	switch op {
 	case OpPing, OpGetattr, OpReadlink, OpRead, OpReaddir, OpStatfs, OpGetxattr,
-		OpListxattr, OpLseek, OpGetlk, OpAccess, OpReadNode, OpCancel:
+		OpListxattr, OpLseek, OpGetlk, OpAccess, OpReadNode, OpReadNodes, OpCancel:
 		return true
 	}
 	return false

@@ -63,6 +63,7 @@ func init() {
 	on(OpCreate, (*session).create)
 	on(OpRead, (*session).read)
 	on(OpReadNode, (*session).readNode)
+	on(OpReadNodes, (*session).readNodes)
 	on(OpWrite, (*session).write)
 	on(OpFlush, func(ss *session, _ *HandleReq, _ *Empty) error { return nil })
 	on(OpFsync, (*session).fsync)

@@ -110,7 +110,8 @@ var opNames = [...]string{OpHello: "hello", OpPing: "ping", OpLookup: "lookup", 
 	OpListxattr: "listxattr", OpSetxattr: "setxattr", OpRemovexattr: "removexattr",
 	OpFallocate: "fallocate", OpLseek: "lseek", OpGetlk: "getlk", OpSetlk: "setlk", OpAccess: "access",
 	OpReadTree: "readtree", OpWatch: "watch", OpUnwatch: "unwatch", OpAck: "ack", OpApply: "apply",
-	OpAuth: "auth", OpReadNode: "readnode", OpCancel: "cancel"}
+	OpAuth: "auth", OpReadNode: "readnode", OpCancel: "cancel",
+	OpReadNodes: "readnodes"}
 
 func (op Op) String() string {
 	if int(op) < len(opNames) && opNames[op] != "" {

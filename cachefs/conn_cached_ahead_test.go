@@ -1,0 +1,67 @@
+package cachefs_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cachefs/cachefs/internal/harness"
+)
+
+// A cold read of a directory's small files through the cached
+// connection fetches them in one message, not one each; a file changed
+// on the host afterwards is read anew, not from what was fetched.
+func TestCachedConnReadsAhead(t *testing.T) {
+	const files = 40
+	export := t.TempDir() // filled before the server starts: no host events meanwhile
+	src := filepath.Join(export, "src")
+	if err := os.Mkdir(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for i := range files {
+		name := fmt.Sprintf("f%02d.go", i)
+		want[name] = fmt.Sprintf("package p // %d %s", i, name)
+		if err := os.WriteFile(filepath.Join(src, name), []byte(want[name]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := harness.Start(t, harness.Options{Export: export})
+	registerCached(t, env, "src")
+	root := containerView(t, env, "src")
+	if _, err := os.ReadDir(root); err != nil { // lists src, as go list and grep -r do first
+		t.Fatal(err)
+	}
+	before := upOps(env)
+	for name, data := range want {
+		got, err := os.ReadFile(filepath.Join(root, name))
+		if err != nil || string(got) != data {
+			t.Fatalf("read %s: %q, %v; want %q", name, got, err, data)
+		}
+	}
+	after := upOps(env)
+	if n := after["readnodes"] - before["readnodes"]; n != 1 {
+		t.Errorf("%d readnodes messages for %d small files of one directory, want 1", n, files)
+	}
+	if n := after["readnode"] + after["read"] - before["readnode"] - before["read"]; n != 0 {
+		t.Errorf("%d reads of single files, want none: %v", n, after)
+	}
+
+	name := filepath.Join(src, "f07.go")
+	if err := os.WriteFile(name, []byte("package p // changed on the host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := os.ReadFile(filepath.Join(root, "f07.go"))
+		if err == nil && string(got) == "package p // changed on the host" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a host change: %q, %v; want the host's new contents", got, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
