@@ -96,6 +96,7 @@ type writeback struct {
 	crashAt  func()             // tests: called where a crash leaves a journal replacement as it is
 	reported int                // failures returned by wait so far
 	refused  map[string]Failure // standing refusals by the path they leave wrong (refusedKey)
+	unkept   int                // refusals past maxRefused: they stand for good
 	stalled  *Failure           // the host has no space for the queue's head
 	stalls   uint64             // sends that ended stalled
 	retry    bool               // a stalled queue may be sent again
@@ -551,8 +552,16 @@ func (w *writeback) failLocked(op *upstream.WBOp, errno syscall.Errno) {
 	if len(w.stats.Failures) < 1000 {
 		w.stats.Failures = append(w.stats.Failures, f)
 	}
-	w.refused[refusedKey(op)] = f
+	k := refusedKey(op)
+	if _, ok := w.refused[k]; !ok && len(w.refused) >= maxRefused {
+		w.unkept++
+		return
+	}
+	w.refused[k] = f
 }
+
+// maxRefused bounds the standing refusals kept by path.
+const maxRefused = 10000
 
 // refusedKey is the path a refused op leaves different on the host from
 // the guest: a rename's target, else its path.
@@ -600,6 +609,9 @@ func (w *writeback) standing() []Failure {
 		}
 	}
 	slices.SortStableFunc(out, func(a, b Failure) int { return strings.Compare(a.Path, b.Path) })
+	if w.unkept > 0 {
+		out = append(out, Failure{Op: "more", Errno: fmt.Sprintf("%d more refused changes, not kept by path", w.unkept)})
+	}
 	return out
 }
 
