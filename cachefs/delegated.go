@@ -298,7 +298,7 @@ func (fs *FS) dCreate(parent *node, name string, mode uint32, target string, c u
 	n.local = l
 	parent.local.children[name] = n
 	fs.touchLocked(parent, mode&sIFMT == sIFDIR, 1)
-	w.addLocked(op, "", n)
+	w.addLocked(op, "", n, parent)
 	fs.fillEntry(out, n, &l.attr)
 	return n, fuse.OK
 }
@@ -373,7 +373,7 @@ func (fs *FS) dRemove(parent *node, name string, dir bool) fuse.Status {
 		}
 		n.local.attr.Ctime = nowNs()
 	}
-	w.addLocked(upstream.WBOp{Kind: kind, Path: p}, "", nil)
+	w.addLocked(upstream.WBOp{Kind: kind, Path: p}, "", nil, parent)
 	fs.nodes.removed(parent, name)
 	fs.unlinkedLocked(n, parent)
 	fs.unpin(n)
@@ -416,7 +416,7 @@ func (fs *FS) dRename(parent *node, name string, newParent *node, newName string
 	isDir := n.mode == sIFDIR
 	fs.touchLocked(parent, isDir, -1)
 	fs.touchLocked(newParent, isDir, 1)
-	w.addLocked(upstream.WBOp{Kind: upstream.WBRename, Path: from, Path2: to, Flags: flags}, "", nil)
+	w.addLocked(upstream.WBOp{Kind: upstream.WBRename, Path: from, Path2: to, Flags: flags}, "", nil, parent, newParent)
 	fs.nodes.moved(parent, name, newParent, newName)
 	fs.movedLocked(n, newParent, newName)
 	if old != nil {

@@ -90,9 +90,12 @@
 // A full disk shows as ENOSPC where the change is made. A full host
 // fails the application's write in consistent and cached subtrees; in
 // delegated ones the write-back stalls at the change the host has no
-// space for, keeps it with the guest's data, reports it (ctl flush, ctl
-// stats) and sends it again until it fits (writeback.go). A full state
-// directory fails delegated changes before they are made (journal.go).
+// space (or descriptors, or memory) for, keeps it with the guest's data,
+// reports it (ctl flush, ctl stats) and sends it again until it fits
+// (writeback.go). A change the host refuses otherwise is reported by
+// every ctl flush until a later change at its path reaches the host. A
+// full state directory fails delegated changes before they are made
+// (journal.go).
 //
 // # Host outages
 //

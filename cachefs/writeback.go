@@ -43,6 +43,9 @@ type record struct {
 	Op      upstream.WBOp // Data is never journaled: Staging holds it
 	Staging string        `json:",omitempty"` // WBWrite: the file with the contents
 	node    *node         // the node whose pending count it holds, if any
+	// dirs are the directories whose entries it changes: that of Path,
+	// and of Path2 for a rename.
+	dirs [2]*node
 }
 
 // Failure is a change the host refused.
@@ -97,6 +100,7 @@ type writeback struct {
 	crashAt  func()             // tests: called where a crash leaves a journal replacement as it is
 	reported int                // failures returned by wait so far
 	refused  map[string]Failure // standing refusals by the path they leave wrong (refusedKey)
+	unkept   int                // refusals past maxRefused: they stand for good
 	stalled  *Failure           // the host has no space for the queue's head
 	stalls   uint64             // sends that ended stalled
 	retry    bool               // a stalled queue may be sent again
@@ -158,12 +162,13 @@ func newWriteback(fs *FS, dir string, lim WritebackLimits) (*writeback, error) {
 // add journals a change and queues it; n's pending count holds its local
 // state until the change is on the host. It waits while the limits are
 // reached and the flusher can bring them down (limitedLocked). Needs w.mu.
-func (w *writeback) addLocked(op upstream.WBOp, staging string, n *node) {
+func (w *writeback) addLocked(op upstream.WBOp, staging string, n *node, dirs ...*node) {
 	for w.limitedLocked() {
 		w.cond.Wait()
 	}
 	w.seq++
 	r := &record{Seq: w.seq, Op: op, Staging: staging, node: n}
+	copy(r.dirs[:], dirs)
 	if n != nil && n.local != nil {
 		n.local.pending++
 	}
@@ -385,7 +390,42 @@ func (w *writeback) ops(batch []*record) ([]upstream.WBOp, []dataSrc, []int) {
 		}
 		sizes[i] = len(ops) - before
 	}
-	return ops, srcs, sizes
+	times := w.dirTimes(batch)
+	return append(ops, times...), append(srcs, make([]dataSrc, len(times))...), sizes
+}
+
+// dirTimes returns ops that set the guest's times on the directories
+// whose entries batch changes, by their paths as of the batch: the
+// host's changed as it applied them. They come after every record's
+// ops and are not the records' (finish looks no further): one that
+// fails (its directory renamed or removed later in the batch) fails
+// alone, and a later batch that changes the directory sets them again.
+func (w *writeback) dirTimes(batch []*record) []upstream.WBOp {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var ops []upstream.WBOp
+	at := map[string]int{}
+	for _, r := range batch {
+		for i, p := range []string{r.Op.Path, r.Op.Path2} {
+			d := r.dirs[i]
+			if d == nil || d.local == nil {
+				continue
+			}
+			dir := ""
+			if j := strings.LastIndexByte(p, '/'); j >= 0 {
+				dir = p[:j]
+			}
+			op := upstream.WBOp{Kind: upstream.WBSetattr, Path: dir, Valid: upstream.SetAtime | upstream.SetMtime,
+				Atime: d.local.attr.Atime, Mtime: d.local.attr.Mtime}
+			if k, ok := at[dir]; ok {
+				ops[k] = op
+				continue
+			}
+			at[dir] = len(ops)
+			ops = append(ops, op)
+		}
+	}
+	return ops
 }
 
 // mergeSetattr folds setattr op b into a, the op before it, if both
@@ -552,8 +592,16 @@ func (w *writeback) failLocked(op *upstream.WBOp, errno syscall.Errno) {
 	if len(w.stats.Failures) < 1000 {
 		w.stats.Failures = append(w.stats.Failures, f)
 	}
-	w.refused[refusedKey(op)] = f
+	k := refusedKey(op)
+	if _, ok := w.refused[k]; !ok && len(w.refused) >= maxRefused {
+		w.unkept++
+		return
+	}
+	w.refused[k] = f
 }
+
+// maxRefused bounds the standing refusals kept by path.
+const maxRefused = 10000
 
 // refusedKey is the path a refused op leaves different on the host from
 // the guest: a rename's target, else its path.
@@ -601,6 +649,9 @@ func (w *writeback) standing() []Failure {
 		}
 	}
 	slices.SortStableFunc(out, func(a, b Failure) int { return strings.Compare(a.Path, b.Path) })
+	if w.unkept > 0 {
+		out = append(out, Failure{Op: "more", Errno: fmt.Sprintf("%d more refused changes, not kept by path", w.unkept)})
+	}
 	return out
 }
 

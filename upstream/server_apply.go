@@ -158,6 +158,7 @@ func (ss *session) applyOne(w *dirWalker, op *WBOp) error {
 		if err != nil {
 			return err
 		}
+		ss.markPath(dfd, "", invalidation.Attrib, invalidation.Modify)
 		return ss.applyWBSetattr(dfd, ".", op)
 	}
 	dfd, name, err := w.parent(op.Path)
