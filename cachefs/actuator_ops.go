@@ -1,6 +1,7 @@
 package cachefs
 
 import (
+	"context"
 	"sync/atomic"
 
 	"github.com/cachefs/cachefs/invalidation"
@@ -87,7 +88,7 @@ func (fs *FS) actRename(in *fuse.RenameIn, name, newName string) fuse.Status {
 // current attributes, changing nothing.
 func (fs *FS) actSetattr(in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
 	return fs.call(func(epoch uint64) error {
-		n, up, err := fs.nodeUp(in.NodeId, epoch)
+		n, up, err := fs.nodeUp(context.Background(), in.NodeId, epoch)
 		if err != nil {
 			return err
 		}

@@ -49,6 +49,7 @@ type attrEntry struct {
 	attr    upstream.Attr
 	expires time.Time
 	noXattr []string // extended attributes the host said the node lacks
+	dense   bool     // the host said the file has no holes (SEEK_HOLE from 0 was its size)
 }
 
 // dirCache is what is known of one directory.
@@ -371,6 +372,37 @@ func (c *metaCache) noteXattrAbsent(epoch, up uint64, name string) {
 	c.syncLocked(epoch)
 	if e, ok := c.attrs.peek(up); ok && len(e.noXattr) < 8 {
 		e.noXattr = append(e.noXattr, name)
+		c.attrs.lru.Add(up, e)
+	}
+}
+
+// denseSize returns the size of a file whose attributes are fresh and
+// which the host said has no holes.
+func (c *metaCache) denseSize(epoch, up uint64) (uint64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.syncLocked(epoch)
+	e, ok := c.attrs.peek(up)
+	if !ok || !e.dense || !c.now().Before(e.expires) {
+		return 0, false
+	}
+	c.stats.Hits++
+	return e.attr.Size, true
+}
+
+// noteDense records that the host said up has no holes below size, as
+// asked after fence gen: nothing is recorded if the attributes were
+// dropped since, or say another size.
+func (c *metaCache) noteDense(epoch, up, gen, size uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.syncLocked(epoch)
+	dropped, ok := c.drops[up]
+	if !ok {
+		dropped = c.dropFloor
+	}
+	if e, ok := c.attrs.peek(up); ok && dropped <= gen && e.attr.Size == size {
+		e.dense = true
 		c.attrs.lru.Add(up, e)
 	}
 }

@@ -148,7 +148,8 @@ func (c *cachedConn) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fus
 	})
 }
 
-func (c *cachedConn) Lseek(cancel <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Status {
+// hostLseek asks the host through the node's read handle.
+func (c *cachedConn) hostLseek(cancel <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Status {
 	return c.with(in.NodeId, readHandle, func(fh uint64) fuse.Status {
 		l := *in
 		l.Fh = fh

@@ -28,15 +28,15 @@ type local struct {
 	// listing is children as directory handles are served them, made by
 	// the first open after a change (dListing) and shared until the next.
 	listing *dirSnap
-	opens   int // local handles on the staging file
-	pending int // queued records that hold this state
+	opens   int   // local handles on the staging file
+	charged int64 // bytes of staging counted in writeback.staged (chargeLocked)
+	pending int   // queued records that hold this state
 
 	// Passthrough (passthrough.go): the kernel's backing id for staging
 	// while ptOpens passthrough handles are open, and the staging file as
 	// last seen (valid if seenValid).
 	backing   int32
 	ptOpens   int
-	ptFile    *os.File // the descriptor registered as backing, while its handle is open
 	seen      stamp
 	seenValid bool
 
@@ -279,6 +279,16 @@ func (fs *FS) dCreate(parent *node, name string, mode uint32, target string, c u
 		l.children, l.attr.Nlink, l.attr.Size, op.Kind = map[string]*node{}, 2, 4096, upstream.WBMkdir
 	case sIFLNK:
 		l.attr.Size, op.Kind = uint64(len(target)), upstream.WBSymlink
+		// Its times are set on the host with it: nothing else writes a
+		// symlink, and it would keep the write-back's time.
+		op.Atime, op.Mtime, op.Valid = now, now, upstream.SetAtime|upstream.SetMtime
+	case sIFREG:
+		l.staging, l.ready, op.Kind = staging, ready, upstream.WBCreate
+		if opening {
+			l.opens = 1 // the write at its close sets its times on the host
+		} else { // mknod: nothing else sets them
+			op.Atime, op.Mtime, op.Valid = now, now, upstream.SetAtime|upstream.SetMtime
+		}
 	default:
 		l.staging, l.ready, op.Kind = staging, ready, upstream.WBCreate
 		if opening {
@@ -365,6 +375,7 @@ func (fs *FS) dRemove(parent *node, name string, dir bool) fuse.Status {
 	}
 	w.addLocked(upstream.WBOp{Kind: kind, Path: p}, "", nil)
 	fs.nodes.removed(parent, name)
+	fs.unlinkedLocked(n, parent)
 	fs.unpin(n)
 	return fuse.OK
 }
@@ -407,10 +418,13 @@ func (fs *FS) dRename(parent *node, name string, newParent *node, newName string
 	fs.touchLocked(newParent, isDir, 1)
 	w.addLocked(upstream.WBOp{Kind: upstream.WBRename, Path: from, Path2: to, Flags: flags}, "", nil)
 	fs.nodes.moved(parent, name, newParent, newName)
+	fs.movedLocked(n, newParent, newName)
 	if old != nil {
 		if old.local != nil && old.local.attr.Nlink > 0 {
 			old.local.attr.Nlink--
+			old.local.attr.Ctime = nowNs()
 		}
+		fs.unlinkedLocked(old, newParent)
 		fs.unpin(old)
 	}
 	return fuse.OK
@@ -430,58 +444,25 @@ func (fs *FS) localize(n *node, contents bool) error {
 	if err != nil {
 		return err
 	}
-	var data []byte
+	staging := ""
 	if contents && n.mode == sIFREG {
-		if data, err = fs.fetchAll(n, a.Size); err != nil {
-			return err
+		if staging, err = fs.fetchStaging(n, a.Size); err != nil {
+			return err // no partial copy: it would be written back as the file
 		}
 	}
 	w.mu.Lock()
-	if contents && n.mode == sIFREG && (n.local == nil || n.local.staging == "") {
-		staging, err := w.stageLocked(data)
-		if err != nil {
-			w.mu.Unlock()
-			return err // no partial copy: it would be written back as the file
-		}
-		if n.local == nil {
-			n.local = &local{attr: a}
-		}
-		n.local.staging = staging
-		w.staged += int64(len(data))
-	}
 	if n.local == nil {
 		n.local = &local{attr: a}
 	}
+	if staging != "" {
+		if n.local.staging != "" { // raced with another copy
+			w.recycleLocked(staging)
+			return nil
+		}
+		n.local.staging = staging
+		w.seenLocked(n, nil)
+	}
 	return nil
-}
-
-// fetchAll reads a host file whole.
-func (fs *FS) fetchAll(n *node, size uint64) ([]byte, error) {
-	var data []byte
-	st := fs.call(func(epoch uint64) error {
-		up, err := fs.upID(n, epoch)
-		if err != nil {
-			return err
-		}
-		var oh upstream.OpenResp
-		if err := fs.rpc(upstream.OpOpen, &upstream.OpenReq{Node: up, Flags: syscall.O_RDONLY}, &oh); err != nil {
-			return err
-		}
-		defer fs.rpc(upstream.OpRelease, &upstream.HandleReq{Handle: oh.Handle}, &upstream.Empty{})
-		data = data[:0]
-		for {
-			var r upstream.DataResp
-			if err := fs.rpc(upstream.OpRead, &upstream.ReadReq{Handle: oh.Handle, Offset: int64(len(data)), Size: upstream.MaxIO}, &r); err != nil {
-				return err
-			}
-			data = append(data, r.Data...)
-			if len(r.Data) == 0 {
-				return nil
-			}
-		}
-	})
-	_ = size
-	return data, fs.status2err(st)
 }
 
 // dSetattr changes a delegated node's attributes in the guest.
@@ -499,6 +480,9 @@ func (fs *FS) dSetattr(n *node, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Stat
 	// after it: FUSE sends RELEASE asynchronously) are taken in first,
 	// so that they cannot override the times set here.
 	w.refreshLocked(n)
+	if in.Valid&setattrBits == 0 {
+		return fs.dKillPrivsLocked(n, in, out)
+	}
 	req := setattrReq(in, 0)
 	l := &n.local.attr
 	now := nowNs()
@@ -525,9 +509,8 @@ func (fs *FS) dSetattr(n *node, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Stat
 		if err := os.Truncate(filepath.Join(w.dir, n.local.staging), int64(req.Size)); err != nil {
 			return fs.status(err)
 		}
-		w.staged += int64(req.Size) - int64(l.Size)
 		l.Size, l.Mtime = req.Size, now
-		w.seenLocked(n)
+		w.seenLocked(n, nil)
 	}
 	l.Atime = pickTime(req.Valid, upstream.SetAtime, upstream.SetAtimeNow, req.Atime, l.Atime, now)
 	l.Mtime = pickTime(req.Valid, upstream.SetMtime, upstream.SetMtimeNow, req.Mtime, l.Mtime, now)
@@ -630,8 +613,8 @@ func (fs *FS) adoptCreated(dir *node, name string, out *fuse.EntryOut) {
 	if dir.local != nil && dir.local.children != nil && dir.local.children[name] == nil {
 		fs.nodes.pin(n)
 		dir.local.children[name] = n
-		dir.local.dropListing(fs.unpin)
 	}
+	fs.touchLocked(dir, false, 0)
 }
 
 // disown returns directories' listings to the host after a change the
@@ -671,7 +654,7 @@ func (fs *FS) WriteBack() []Failure {
 		return failed
 	}
 	fs.wb.sync()
-	return append(failed, fs.wb.wait()...)
+	return append(failed, fs.wb.standing()...)
 }
 
 // dropLocal gives back to the host the nodes that are no longer in a

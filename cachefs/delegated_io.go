@@ -17,23 +17,20 @@ import (
 // openLocal opens n's staging file for a local handle; opens counts it
 // already if reserved. Needs w.mu.
 func (fs *FS) openLocalLocked(n *node, flags uint32, reserved bool) (*handle, error) {
-	f := n.local.ready
-	n.local.ready = nil
-	if f == nil {
-		var err error
-		if f, err = openPlain(filepath.Join(fs.wb.dir, n.local.staging), os.O_RDWR, 0); err != nil {
-			return nil, err
-		}
+	f := &stagedFile{fds: fs.wb.fds, name: n.local.staging}
+	if ready := n.local.ready; ready != nil {
+		n.local.ready = nil
+		fs.wb.fds.add(f.name, ready).release()
+	} else if err := f.with(func(*os.File) error { return nil }); err != nil {
+		return nil, err // opened here, so that a missing staging file fails the open
 	}
 	if flags&syscall.O_TRUNC != 0 {
 		if err := f.Truncate(0); err != nil {
-			f.Close()
 			return nil, err
 		}
-		fs.wb.staged -= int64(n.local.attr.Size)
 		n.local.attr.Size = 0
 		n.local.attr.Mtime = nowNs()
-		fs.wb.seenLocked(n)
+		fs.wb.seenLocked(n, f)
 	}
 	if !reserved {
 		n.local.opens++
@@ -103,7 +100,11 @@ func (fs *FS) localHandle(fh uint64) *handle {
 }
 
 func (fs *FS) lRead(h *handle, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
-	n, err := h.lf.ReadAt(buf[:min(int(in.Size), len(buf))], int64(in.Offset))
+	return fs.readAt(h.lf, in, buf)
+}
+
+func (fs *FS) readAt(r io.ReaderAt, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
+	n, err := r.ReadAt(buf[:min(int(in.Size), len(buf))], int64(in.Offset))
 	if n == 0 && err != nil && !errors.Is(err, io.EOF) {
 		return nil, fs.status(err)
 	}
@@ -132,7 +133,7 @@ func (fs *FS) stagedRead(in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Sta
 		return nil, fs.status(err), true
 	}
 	defer f.Close()
-	r, st := fs.lRead(&handle{lf: f}, in, buf)
+	r, st := fs.readAt(f, in, buf)
 	return r, st, true
 }
 
@@ -147,15 +148,16 @@ func (fs *FS) lWrite(h *handle, in *fuse.WriteIn, data []byte) (uint32, fuse.Sta
 	l := h.node.local
 	end := uint64(in.Offset) + uint64(n)
 	if end > l.attr.Size {
-		w.staged += int64(end - l.attr.Size)
 		l.attr.Size = end
 	}
-	l.attr.Blocks = (l.attr.Size + 511) / 512
+	if in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0 && killOnWrite(&l.attr, in.Caller.Uid, in.Caller.Gid) {
+		fs.queueModeLocked(h.node)
+	}
 	l.attr.Mtime = nowNs()
 	l.attr.Ctime = l.attr.Mtime
 	h.dirty = true
 	w.stats.LocalWrites++
-	w.seenLocked(h.node)
+	w.seenLocked(h.node, h.lf)
 	return uint32(n), fuse.OK
 }
 
@@ -218,7 +220,6 @@ func (fs *FS) lRelease(h *handle) {
 		h.plain = false
 		w.plainCloseLocked(h.node)
 	}
-	h.lf.Close()
 	l := h.node.local
 	l.opens--
 	if l.pending == 0 && l.opens == 0 && l.children == nil {
@@ -261,8 +262,11 @@ func failureStatus(failed []Failure) fuse.Status {
 
 // lLseek serves SEEK_DATA and SEEK_HOLE on a local file.
 func (fs *FS) lLseek(h *handle, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Status {
-	off, err := syscall.Seek(int(h.lf.Fd()), int64(in.Offset), int(in.Whence))
-	out.Offset = uint64(off)
+	err := h.lf.with(func(f *os.File) error {
+		off, err := syscall.Seek(int(f.Fd()), int64(in.Offset), int(in.Whence))
+		out.Offset = uint64(off)
+		return err
+	})
 	return fs.status(err)
 }
 
@@ -288,20 +292,23 @@ func (fs *FS) dCreateOpen(parent *node, name string, in *fuse.CreateIn, out *fus
 
 // lFallocate allocates in a local file.
 func (fs *FS) lFallocate(h *handle, in *fuse.FallocateIn) fuse.Status {
-	err := syscall.Fallocate(int(h.lf.Fd()), in.Mode, int64(in.Offset), int64(in.Length))
-	if err != nil {
-		return fs.status(err)
-	}
-	fi, err := h.lf.Stat()
+	var fi os.FileInfo
+	err := h.lf.with(func(f *os.File) error {
+		if err := syscall.Fallocate(int(f.Fd()), in.Mode, int64(in.Offset), int64(in.Length)); err != nil {
+			return err
+		}
+		var err error
+		fi, err = f.Stat()
+		return err
+	})
 	if err != nil {
 		return fs.status(err)
 	}
 	w := fs.wb
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.staged += fi.Size() - int64(h.node.local.attr.Size)
 	h.node.local.attr.Size = uint64(fi.Size())
 	h.dirty = true
-	w.seenLocked(h.node)
+	w.seenLocked(h.node, h.lf)
 	return fuse.OK
 }

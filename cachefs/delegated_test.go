@@ -11,6 +11,7 @@ import (
 
 	"github.com/cachefs/cachefs/consistency"
 	"github.com/cachefs/cachefs/internal/harness"
+	"github.com/cachefs/cachefs/internal/posixtest"
 	"github.com/cachefs/cachefs/upstream"
 	"golang.org/x/sys/unix"
 )
@@ -287,5 +288,122 @@ func TestDelegatedAttrsAfterWriteBack(t *testing.T) {
 	}
 	if b, err := os.ReadFile(p); err != nil || string(b) != "hello" {
 		t.Errorf("ReadFile: %q, %v; want hello", b, err)
+	}
+}
+
+// TestDelegatedWriteBackMatches runs conformance tests that change
+// files' sizes and names in a delegated subtree, each in a directory of
+// its own, then writes back: the host has what the guest shows, in size,
+// content and mode.
+func TestDelegatedWriteBackMatches(t *testing.T) {
+	export := t.TempDir()
+	env := startDelegated(t, export, t.TempDir())
+	for _, name := range []string{"OpenTruncAfterStat", "TruncateThenPwrite", "TruncateThenAppend",
+		"TruncateShrinkStays", "RenameOpenThenWrite"} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(env.Mountpoint, name)
+			if err := os.Mkdir(dir, 0755); err != nil {
+				t.Fatalf("Mkdir: %v", err)
+			}
+			posixtest.All[name](t, dir)
+			guest := snapshotTree(t, dir)
+			if failed := env.FS.WriteBack(); len(failed) > 0 {
+				t.Fatalf("write-back failures: %+v", failed)
+			}
+			sameTree(t, "host after flush", snapshotTree(t, filepath.Join(export, name)), guest)
+		})
+	}
+}
+
+// TestDelegatedRootSetattr changes the mount root's mode and times in a
+// delegated mount (touch, chmod, as cp -a does to its target): the host's
+// root gets them at the next flush, and later flushes succeed.
+func TestDelegatedRootSetattr(t *testing.T) {
+	export := t.TempDir()
+	env := startDelegated(t, export, t.TempDir())
+	mtime := time.Date(2021, 3, 4, 5, 6, 7, 0, time.UTC)
+	if err := os.Chmod(env.Mountpoint, 0751); err != nil {
+		t.Fatalf("Chmod: %v", err)
+	}
+	if err := os.Chtimes(env.Mountpoint, mtime, mtime); err != nil {
+		t.Fatalf("Chtimes: %v", err)
+	}
+	if failed := env.FS.WriteBack(); len(failed) > 0 {
+		t.Errorf("write-back failures: %+v", failed)
+	}
+	for i := 0; i < 2; i++ {
+		if err := os.WriteFile(filepath.Join(env.Mountpoint, fmt.Sprint("f", i)), []byte("x"), 0644); err != nil {
+			t.Fatalf("WriteFile: %v", err)
+		}
+		if failed := env.FS.WriteBack(); len(failed) > 0 {
+			t.Errorf("write-back failures after a later change: %+v", failed)
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(export, &st); err != nil {
+		t.Fatalf("Stat: %v", err)
+	}
+	if st.Mode&07777 != 0751 {
+		t.Errorf("host root mode %o, want 751", st.Mode&07777)
+	}
+	if err := os.Chtimes(env.Mountpoint, mtime, mtime); err != nil {
+		t.Fatalf("Chtimes: %v", err)
+	}
+	if failed := env.FS.WriteBack(); len(failed) > 0 {
+		t.Errorf("write-back failures: %+v", failed)
+	}
+	if err := unix.Stat(export, &st); err != nil {
+		t.Fatalf("Stat: %v", err)
+	}
+	if got := time.Unix(st.Mtim.Unix()); !got.Equal(mtime) {
+		t.Errorf("host root mtime %v, want %v", got, mtime)
+	}
+}
+
+// TestDelegatedFlushKeepsFailures makes a change the host refuses (a
+// directory where the host has a file), lets an fsync of another file
+// see the failure first, then flushes: every flush reports the change
+// with its path and errno for as long as it is not on the host, and
+// once a later change at that path is, flush succeeds again.
+func TestDelegatedFlushKeepsFailures(t *testing.T) {
+	export := t.TempDir()
+	env := startDelegated(t, export, t.TempDir())
+	env.FS.HoldWriteback(true)
+	x := filepath.Join(env.Mountpoint, "x")
+	if err := os.Mkdir(x, 0755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(export, "x"), []byte("a file on the host"), 0644)
+	env.FS.HoldWriteback(false)
+	f, err := os.Create(filepath.Join(env.Mountpoint, "other"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err == nil {
+		t.Errorf("fsync succeeded while a change failed to write back")
+	}
+	for i := 0; i < 2; i++ {
+		failed := env.FS.WriteBack()
+		if len(failed) != 1 || failed[0].Path != "x" || failed[0].Op != "mkdir" || failed[0].Errno == "" {
+			t.Errorf("flush %d: failures %+v, want the mkdir of x", i, failed)
+		}
+	}
+	os.Remove(filepath.Join(export, "x"))
+	if err := os.Chmod(x, 0700); err != nil { // written back as a setattr of x: fails, no directory there
+		t.Fatal(err)
+	}
+	if failed := env.FS.WriteBack(); len(failed) == 0 {
+		t.Errorf("flush succeeded while x is not on the host")
+	}
+	if err := os.Rename(x, x+"2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(x, 0755); err != nil {
+		t.Fatal(err)
+	}
+	if failed := env.FS.WriteBack(); len(failed) != 1 || failed[0].Op != "rename" {
+		// x is on the host now; x2 is still not (its rename found nothing)
+		t.Errorf("failures %+v, want x2's rename only", failed)
 	}
 }

@@ -1,6 +1,7 @@
 package cachefs
 
 import (
+	"context"
 	"sync/atomic"
 
 	"github.com/cachefs/cachefs/upstream"
@@ -136,10 +137,10 @@ const treeBudget = 8192
 // under it, breadth first, and caches them: a tree walk then finds its
 // names and attributes in the guest. It reports whether dir's own
 // listing was cached.
-func (fs *FS) prefetch(dir *node, up, epoch uint64) (bool, error) {
+func (fs *FS) prefetch(ctx context.Context, dir *node, up, epoch uint64) (bool, error) {
 	gen := fs.cache.fence(epoch)
 	var resp upstream.TreeResp
-	if err := fs.rpc(upstream.OpReadTree, &upstream.TreeReq{Node: up, MaxEntries: treeBudget}, &resp); err != nil {
+	if err := fs.rpcFor(ctx, epoch, upstream.OpReadTree, &upstream.TreeReq{Node: up, MaxEntries: treeBudget}, &resp); err != nil {
 		return false, err
 	}
 	known := map[uint64]*node{up: dir}

@@ -43,8 +43,10 @@
 // go to the host at once and drop what they invalidate. Delegated (delegated.go,
 // writeback.go) completes changes in the guest and writes them back
 // later from a journal; file contents live in staging files, which the
-// kernel reads and writes itself (passthrough.go) and which are reused
-// once the host has them (staging.go). Sockets, fifos and devices are
+// kernel reads and writes itself (passthrough.go), which the daemon
+// reaches through a bounded cache of descriptors however many are open
+// (staging_fds.go) and which are reused once the host has them
+// (staging.go). Sockets, fifos and devices are
 // never cached.
 //
 // # Invalidation
@@ -92,11 +94,22 @@
 // stats) and sends it again until it fits (writeback.go). A full state
 // directory fails delegated changes before they are made (journal.go).
 //
+// # Host outages
+//
+// A kernel request's calls to the host carry a waitCtx (waitctx.go):
+// they wait for the host as the client's bounds say (--host-timeout)
+// and end at once when the request's caller is dying, never for a
+// signal it survives. Each call names the host session its ids belong
+// to (upstream.Client.CallIn), so that after a host restart it is
+// repeated with ids found again by name, and a node whose name leads
+// to another host inode is gone (ESTALE). docs/faults.md.
+//
 // # Locking
 //
 // Lock order: writeback.mu, then metaCache.mu, then nodeTable.mu, then
 // forgetQueue.mu; handle.mu and handleTable.mu are taken alone or
-// handleTable.mu before handle.mu. No lock is held across an upstream
+// handleTable.mu before handle.mu; stagingFDs.mu is taken alone or
+// after writeback.mu. No lock is held across an upstream
 // call except handle.mu while (re)opening that handle, and writeback.mu
 // is released before any upstream call.
 package cachefs

@@ -60,3 +60,22 @@ func (fs *FS) FillReady() {
 		}
 	}
 }
+
+// StagedBytes returns the staged bytes the write-back limits count, and
+// how many nodes have a staging copy.
+func (fs *FS) StagedBytes() (int64, int) {
+	fs.wb.mu.Lock()
+	defer fs.wb.mu.Unlock()
+	fs.nodes.mu.Lock()
+	defer fs.nodes.mu.Unlock()
+	files := 0
+	for _, n := range fs.nodes.byID {
+		if n.local != nil && n.local.staging != "" {
+			files++
+		}
+	}
+	return fs.wb.staged, files
+}
+
+// StagingFDMax bounds the daemon's cached descriptors of staging files.
+const StagingFDMax = stagingFDMax

@@ -189,11 +189,17 @@ func (fs *FS) status(err error) fuse.Status {
 	return fuse.EIO
 }
 
-// rpc is fs.up.Call without a deadline of the caller's.
-// A change it made reaches the daemon's other connections before it
-// returns (peers.go).
+// rpc is rpcFor for work no kernel request waits on.
 func (fs *FS) rpc(op upstream.Op, req, resp any) error {
-	err := fs.up.Call(context.Background(), op, req, resp)
+	return fs.rpcFor(context.Background(), 0, op, req, resp)
+}
+
+// rpcFor is fs.up.CallIn for a kernel request whose waits end with ctx
+// (a waitCtx: when its caller is dying) and whose host ids belong to
+// epoch (0: it has none, or does not say). A change it made reaches the
+// daemon's other connections before it returns (peers.go).
+func (fs *FS) rpcFor(ctx context.Context, epoch uint64, op upstream.Op, req, resp any) error {
+	err := fs.up.CallIn(ctx, epoch, op, req, resp)
 	if err == nil && changes[op] {
 		fs.ownChange(op, req)
 	}
@@ -206,15 +212,21 @@ var changes = map[upstream.Op]bool{upstream.OpSetattr: true, upstream.OpSetxattr
 	upstream.OpSymlink: true, upstream.OpLink: true, upstream.OpUnlink: true, upstream.OpRmdir: true,
 	upstream.OpRename: true}
 
-// upID returns n's host id in epoch, looking it up again through its
-// parent if the host session changed since it was found.
+// upID is upIDFor for work no kernel request waits on.
 func (fs *FS) upID(n *node, epoch uint64) (uint64, error) {
+	return fs.upIDFor(context.Background(), n, epoch)
+}
+
+// upIDFor returns n's host id in epoch, looking it up again through its
+// parent if the host session changed since it was found: ESTALE if the
+// name is another file's now (another host inode number).
+func (fs *FS) upIDFor(ctx context.Context, n *node, epoch uint64) (uint64, error) {
 	if up, ok := fs.nodes.upOf(n, epoch); ok {
 		return up, nil
 	}
 	if n.id == rootID {
 		fs.nodes.rebind(n, fs.up.Hello().Root.Node, epoch)
-		return fs.upID(n, epoch)
+		return fs.upIDFor(ctx, n, epoch)
 	}
 	if fs.wb != nil && fs.fresh(n) {
 		// Made in the guest: found by name once the host has it, and its
@@ -225,25 +237,30 @@ func (fs *FS) upID(n *node, epoch uint64) (uint64, error) {
 	if parent == nil {
 		return 0, syscall.ESTALE
 	}
-	pup, err := fs.upID(parent, epoch)
+	pup, err := fs.upIDFor(ctx, parent, epoch)
 	if err != nil {
 		return 0, err
 	}
 	var resp upstream.EntryResp
-	if err := fs.rpc(upstream.OpLookup, &upstream.LookupReq{Parent: pup, Name: name}, &resp); err != nil {
+	if err := fs.rpcFor(ctx, epoch, upstream.OpLookup, &upstream.LookupReq{Parent: pup, Name: name}, &resp); err != nil {
 		return 0, err
+	}
+	if ino := fs.nodes.inoOf(n); ino != 0 && ino != resp.Entry.Attr.Ino {
+		// Another file has the name now: n, and its open files, are gone.
+		fs.forgets.add(resp.Entry.Node, epoch, 1)
+		return 0, syscall.ESTALE
 	}
 	fs.nodes.rebind(n, resp.Entry.Node, epoch)
 	return resp.Entry.Node, nil
 }
 
 // nodeUp resolves a kernel nodeid to its node and host id.
-func (fs *FS) nodeUp(id, epoch uint64) (*node, uint64, error) {
+func (fs *FS) nodeUp(ctx context.Context, id, epoch uint64) (*node, uint64, error) {
 	n := fs.nodes.get(id)
 	if n == nil {
 		return nil, 0, syscall.ESTALE
 	}
-	up, err := fs.upID(n, epoch)
+	up, err := fs.upIDFor(ctx, n, epoch)
 	return n, up, err
 }
 

@@ -1,7 +1,7 @@
 package cachefs
 
 import (
-	"os"
+	"context"
 	"sync"
 
 	"github.com/cachefs/cachefs/upstream"
@@ -23,9 +23,9 @@ type handle struct {
 	fill  *dirFill // directories being read whole: the listing so far
 
 	// Local handles (delegated subtrees) read and write the staging file
-	// lf, or the kernel does (pt: passthrough). writeback.mu protects
+	// lf (staging_fds.go), or the kernel does (pt: passthrough). writeback.mu protects
 	// dirty and plain (counted in writeback.plain: not passthrough).
-	lf    *os.File
+	lf    *stagedFile
 	pt    bool
 	dirty bool
 	plain bool
@@ -77,13 +77,13 @@ func (t *handleTable) len() int {
 
 // upHandle returns h's host handle in epoch, opening the file if it was
 // opened lazily or the host session changed since it was opened.
-func (fs *FS) upHandle(h *handle, epoch uint64) (uint64, error) {
+func (fs *FS) upHandle(ctx context.Context, h *handle, epoch uint64) (uint64, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.epoch == epoch {
 		return h.up, nil
 	}
-	up, err := fs.upID(h.node, epoch)
+	up, err := fs.upIDFor(ctx, h.node, epoch)
 	if err != nil {
 		return 0, err
 	}
@@ -92,25 +92,26 @@ func (fs *FS) upHandle(h *handle, epoch uint64) (uint64, error) {
 	if !h.dir {
 		op, req = upstream.OpOpen, &upstream.OpenReq{Node: up, Flags: reopenFlags(h.flags)}
 	}
-	if err := fs.rpc(op, req, &resp); err != nil {
+	if err := fs.rpcFor(ctx, epoch, op, req, &resp); err != nil {
 		return 0, err
 	}
 	h.up, h.epoch = resp.Handle, epoch
 	return h.up, nil
 }
 
-// withHandle resolves a kernel fh and runs f with its host handle.
-func (fs *FS) withHandle(fh uint64, f func(h *handle, up uint64) error) fuseStatus {
+// withHandle resolves a kernel fh and runs f with its host handle and
+// the epoch it belongs to.
+func (fs *FS) withHandle(ctx context.Context, fh uint64, f func(h *handle, up, epoch uint64) error) fuseStatus {
 	h := fs.handles.get(fh)
 	if h == nil {
 		return fuseBadf
 	}
 	return fs.call(func(epoch uint64) error {
-		up, err := fs.upHandle(h, epoch)
+		up, err := fs.upHandle(ctx, h, epoch)
 		if err != nil {
 			return err
 		}
-		return f(h, up)
+		return f(h, up, epoch)
 	})
 }
 
@@ -131,11 +132,11 @@ func (t *handleTable) lazyOf(n *node) []*handle {
 // materialize opens on the host the lazily opened handles of n before a
 // change that may take its last name: afterwards it could not be opened,
 // and its open files must keep reading it.
-func (fs *FS) materialize(n *node, epoch uint64) {
+func (fs *FS) materialize(ctx context.Context, n *node, epoch uint64) {
 	if n == nil {
 		return
 	}
 	for _, h := range fs.handles.lazyOf(n) {
-		fs.upHandle(h, epoch)
+		fs.upHandle(ctx, h, epoch)
 	}
 }

@@ -1,6 +1,7 @@
 package cachefs
 
 import (
+	"context"
 	"github.com/cachefs/cachefs/upstream"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -21,6 +22,8 @@ type dirBuf struct {
 }
 
 func (fs *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	ctx := callerCtx(cancel, &in.InHeader)
+	defer ctx.release()
 	if n := fs.nodes.get(in.NodeId); n != nil && fs.wb != nil {
 		if snap, ok := fs.dListing(n); ok {
 			out.Fh = fs.handles.add(&handle{node: n, dir: true, epoch: fs.up.Epoch(), snap: snap})
@@ -29,7 +32,7 @@ func (fs *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut
 		}
 	}
 	return fs.call(func(epoch uint64) error {
-		n, up, err := fs.nodeUp(in.NodeId, epoch)
+		n, up, err := fs.nodeUp(ctx, in.NodeId, epoch)
 		if err != nil {
 			return err
 		}
@@ -38,7 +41,7 @@ func (fs *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut
 		if caching {
 			h := fs.openSnap(n, up, epoch)
 			if h == nil {
-				if ok, err := fs.prefetch(n, up, epoch); err != nil {
+				if ok, err := fs.prefetch(ctx, n, up, epoch); err != nil {
 					return err
 				} else if ok {
 					h = fs.openSnap(n, up, epoch)
@@ -54,7 +57,7 @@ func (fs *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut
 			fill = &dirFill{epoch: epoch, dir: up, gen: fs.cache.fence(epoch)}
 		}
 		var resp upstream.OpenResp
-		if err := fs.rpc(upstream.OpOpendir, &upstream.NodeReq{Node: up}, &resp); err != nil {
+		if err := fs.rpcFor(ctx, epoch, upstream.OpOpendir, &upstream.NodeReq{Node: up}, &resp); err != nil {
 			return err
 		}
 		// The kernel's listing cache is the directory's, shared by its
@@ -68,14 +71,15 @@ func (fs *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut
 }
 
 func (fs *FS) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
-	return fs.readDir(in, out, false)
+	return fs.readDir(callerCtx(cancel, &in.InHeader), in, out, false)
 }
 
 func (fs *FS) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
-	return fs.readDir(in, out, true)
+	return fs.readDir(callerCtx(cancel, &in.InHeader), in, out, true)
 }
 
-func (fs *FS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.Status {
+func (fs *FS) readDir(ctx *waitCtx, in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.Status {
+	defer ctx.release()
 	h := fs.handles.get(in.Fh)
 	if h == nil {
 		return fuse.EBADF
@@ -96,7 +100,7 @@ func (fs *FS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.S
 	if buf == nil || buf.start != in.Offset || buf.plus != plus || buf.epoch != fs.up.Epoch() {
 		fs.dropDirBuf(buf)
 		var st fuse.Status
-		if buf, st = fs.fetchDir(h, in.Offset, plus); !st.Ok() {
+		if buf, st = fs.fetchDir(ctx, h, in.Offset, plus); !st.Ok() {
 			return st
 		}
 	}
@@ -106,11 +110,11 @@ func (fs *FS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.S
 	return fuse.OK
 }
 
-func (fs *FS) fetchDir(h *handle, off uint64, plus bool) (*dirBuf, fuse.Status) {
+func (fs *FS) fetchDir(ctx context.Context, h *handle, off uint64, plus bool) (*dirBuf, fuse.Status) {
 	var buf *dirBuf
-	st := fs.withHandle(h.id, func(_ *handle, up uint64) error {
+	st := fs.withHandle(ctx, h.id, func(_ *handle, up, epoch uint64) error {
 		var resp upstream.ReaddirResp
-		err := fs.rpc(upstream.OpReaddir, &upstream.ReaddirReq{Handle: up, Offset: off, Max: dirBatch, Plus: plus}, &resp)
+		err := fs.rpcFor(ctx, epoch, upstream.OpReaddir, &upstream.ReaddirReq{Handle: up, Offset: off, Max: dirBatch, Plus: plus}, &resp)
 		buf = &dirBuf{ents: resp.Entries, start: off, plus: plus, eof: resp.EOF, epoch: fs.up.Epoch()}
 		return err
 	})

@@ -1,6 +1,7 @@
 package cachefs
 
 import (
+	"context"
 	"errors"
 	"syscall"
 
@@ -11,6 +12,8 @@ import (
 // Operations on names and attributes.
 
 func (fs *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+	ctx := callerCtx(cancel, h)
+	defer ctx.release()
 	if fs.actuating(h) {
 		if st := fs.actLookup(h, name, out); st != fuse.ENOSYS {
 			return st
@@ -25,25 +28,25 @@ func (fs *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out 
 		}
 	}
 	return fs.call(func(epoch uint64) error {
-		parent, pup, err := fs.nodeUp(h.NodeId, epoch)
+		parent, pup, err := fs.nodeUp(ctx, h.NodeId, epoch)
 		if err != nil {
 			return err
 		}
 		if !fs.mayCacheMeta(parent) {
 			var resp upstream.EntryResp
-			if err := fs.rpc(upstream.OpLookup, &upstream.LookupReq{Parent: pup, Name: name}, &resp); err != nil {
+			if err := fs.rpcFor(ctx, epoch, upstream.OpLookup, &upstream.LookupReq{Parent: pup, Name: name}, &resp); err != nil {
 				return err
 			}
 			fs.entered(parent, name, &resp.Entry, epoch, out)
 			return nil
 		}
-		return fs.lookupCached(parent, pup, name, epoch, out)
+		return fs.lookupCached(ctx, parent, pup, name, epoch, out)
 	})
 }
 
 // lookupCached answers a lookup from the metadata cache, or asks the host
 // and caches the answer, including a negative one.
-func (fs *FS) lookupCached(parent *node, pup uint64, name string, epoch uint64, out *fuse.EntryOut) error {
+func (fs *FS) lookupCached(ctx context.Context, parent *node, pup uint64, name string, epoch uint64, out *fuse.EntryOut) error {
 	if de, ok := fs.cache.lookup(epoch, pup, name); ok {
 		if de.node == nil {
 			fs.negativeEntry(parent, out)
@@ -53,7 +56,7 @@ func (fs *FS) lookupCached(parent *node, pup uint64, name string, epoch uint64, 
 		if !ok { // the name is known, its attributes are not: ask for them
 			gen := fs.cache.fence(epoch)
 			var resp upstream.AttrResp
-			if err := fs.rpc(upstream.OpGetattr, &upstream.NodeReq{Node: de.node.up}, &resp); err != nil {
+			if err := fs.rpcFor(ctx, epoch, upstream.OpGetattr, &upstream.NodeReq{Node: de.node.up}, &resp); err != nil {
 				return err
 			}
 			a = resp.Attr
@@ -65,7 +68,7 @@ func (fs *FS) lookupCached(parent *node, pup uint64, name string, epoch uint64, 
 	}
 	gen := fs.cache.fence(epoch)
 	var resp upstream.EntryResp
-	err := fs.rpc(upstream.OpLookup, &upstream.LookupReq{Parent: pup, Name: name}, &resp)
+	err := fs.rpcFor(ctx, epoch, upstream.OpLookup, &upstream.LookupReq{Parent: pup, Name: name}, &resp)
 	if errors.Is(err, syscall.ENOENT) {
 		fs.cache.putName(epoch, pup, gen, name, nil, nil)
 		fs.negativeEntry(parent, out)
@@ -98,6 +101,8 @@ func (fs *FS) Forget(nodeid, nlookup uint64) {
 }
 
 func (fs *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
+	ctx := callerCtx(cancel, &in.InHeader)
+	defer ctx.release()
 	if n := fs.nodes.get(in.NodeId); n != nil {
 		if a, ok := fs.localAttr(n); ok {
 			fs.fillAttr(out, n, &a)
@@ -105,7 +110,7 @@ func (fs *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.Attr
 		}
 	}
 	return fs.call(func(epoch uint64) error {
-		n, up, err := fs.nodeUp(in.NodeId, epoch)
+		n, up, err := fs.nodeUp(ctx, in.NodeId, epoch)
 		if err != nil {
 			return err
 		}
@@ -118,7 +123,7 @@ func (fs *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.Attr
 		}
 		gen := fs.cache.fence(epoch)
 		var resp upstream.AttrResp
-		if err := fs.rpc(upstream.OpGetattr, &upstream.NodeReq{Node: up}, &resp); err != nil {
+		if err := fs.rpcFor(ctx, epoch, upstream.OpGetattr, &upstream.NodeReq{Node: up}, &resp); err != nil {
 			return err
 		}
 		if caching {
@@ -130,6 +135,8 @@ func (fs *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.Attr
 }
 
 func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
+	ctx := callerCtx(cancel, &in.InHeader)
+	defer ctx.release()
 	if fs.actuating(&in.InHeader) {
 		return fs.actSetattr(in, out)
 	}
@@ -137,20 +144,20 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.Attr
 		return fs.dSetattr(n, in, out)
 	}
 	return fs.call(func(epoch uint64) error {
-		n, up, err := fs.nodeUp(in.NodeId, epoch)
+		n, up, err := fs.nodeUp(ctx, in.NodeId, epoch)
 		if err != nil {
 			return err
 		}
 		req := setattrReq(in, up)
 		if fh, ok := in.GetFh(); ok && req.Valid&upstream.SetSize != 0 {
 			if h := fs.handles.get(fh); h != nil && !h.dir {
-				if req.Handle, err = fs.upHandle(h, epoch); err != nil {
+				if req.Handle, err = fs.upHandle(ctx, h, epoch); err != nil {
 					return err
 				}
 			}
 		}
 		var resp upstream.AttrResp
-		err = fs.rpc(upstream.OpSetattr, req, &resp)
+		err = fs.rpcFor(ctx, epoch, upstream.OpSetattr, req, &resp)
 		fs.cache.dropAttr(up)
 		if err != nil {
 			return err
@@ -183,6 +190,8 @@ func setattrReq(in *fuse.SetAttrIn, up uint64) *upstream.SetattrReq {
 }
 
 func (fs *FS) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.Status) {
+	ctx := callerCtx(cancel, h)
+	defer ctx.release()
 	if n := fs.nodes.get(h.NodeId); n != nil && fs.wb != nil {
 		fs.wb.mu.Lock()
 		l := n.local
@@ -193,12 +202,12 @@ func (fs *FS) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.S
 	}
 	var target []byte
 	st := fs.call(func(epoch uint64) error {
-		_, up, err := fs.nodeUp(h.NodeId, epoch)
+		_, up, err := fs.nodeUp(ctx, h.NodeId, epoch)
 		if err != nil {
 			return err
 		}
 		var resp upstream.ReadlinkResp
-		err = fs.rpc(upstream.OpReadlink, &upstream.NodeReq{Node: up}, &resp)
+		err = fs.rpcFor(ctx, epoch, upstream.OpReadlink, &upstream.NodeReq{Node: up}, &resp)
 		target = []byte(resp.Target)
 		return err
 	})
@@ -206,9 +215,11 @@ func (fs *FS) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.S
 }
 
 func (fs *FS) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
+	ctx := callerCtx(cancel, h)
+	defer ctx.release()
 	return fs.call(func(epoch uint64) error {
 		var r upstream.StatfsResp
-		if err := fs.rpc(upstream.OpStatfs, &upstream.Empty{}, &r); err != nil {
+		if err := fs.rpcFor(ctx, epoch, upstream.OpStatfs, &upstream.Empty{}, &r); err != nil {
 			return err
 		}
 		*out = fuse.StatfsOut{Blocks: r.Blocks, Bfree: r.Bfree, Bavail: r.Bavail, Files: r.Files,

@@ -1,6 +1,7 @@
 package cachefs
 
 import (
+	"context"
 	"syscall"
 
 	"github.com/cachefs/cachefs/upstream"
@@ -16,6 +17,8 @@ func reopenFlags(flags uint32) uint32 {
 }
 
 func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	ctx := callerCtx(cancel, &in.InHeader)
+	defer ctx.release()
 	n := fs.nodes.get(in.NodeId)
 	if n == nil {
 		return fuse.Status(syscall.ESTALE)
@@ -28,7 +31,7 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 		fs.countPlain(n) // before the host has it: no passthrough open may race
 	}
 	st := fs.call(func(epoch uint64) error {
-		up, err := fs.upID(n, epoch)
+		up, err := fs.upIDFor(ctx, n, epoch)
 		if err != nil {
 			return err
 		}
@@ -40,11 +43,17 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 			return nil
 		}
 		var resp upstream.OpenResp
-		if err := fs.rpc(upstream.OpOpen, &upstream.OpenReq{Node: up, Flags: in.Flags}, &resp); err != nil {
+		if err := fs.rpcFor(ctx, epoch, upstream.OpOpen, &upstream.OpenReq{Node: up, Flags: in.Flags}, &resp); err != nil {
 			return err
+		}
+		if in.Flags&syscall.O_TRUNC != 0 {
+			fs.nodeChanged(n, epoch) // the cached size is no more
 		}
 		h.up, h.epoch = resp.Handle, epoch
 		out.Fh = fs.handles.add(h)
+		if in.Flags&syscall.O_TRUNC != 0 {
+			fs.cache.dropAttr(up) // the size cached before is stale
+		}
 		return nil
 	})
 	if !st.Ok() {
@@ -62,17 +71,19 @@ func (fs *FS) lazyOpen(n *node, flags uint32) bool {
 }
 
 func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+	ctx := callerCtx(cancel, &in.InHeader)
+	defer ctx.release()
 	if parent := fs.delegatedDir(&in.InHeader); parent != nil {
 		return fs.dCreateOpen(parent, name, in, out)
 	}
 	return fs.call(func(epoch uint64) error {
-		parent, pup, err := fs.nodeUp(in.NodeId, epoch)
+		parent, pup, err := fs.nodeUp(ctx, in.NodeId, epoch)
 		if err != nil {
 			return err
 		}
 		req := &upstream.CreateReq{Parent: pup, Name: name, Flags: in.Flags, Mode: in.Mode, Caller: caller(&in.InHeader)}
 		var resp upstream.CreateResp
-		err = fs.rpc(upstream.OpCreate, req, &resp)
+		err = fs.rpcFor(ctx, epoch, upstream.OpCreate, req, &resp)
 		fs.dirChanged(pup)
 		if err != nil {
 			return err
@@ -88,19 +99,21 @@ func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out
 }
 
 func (fs *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
+	ctx := callerCtx(cancel, &in.InHeader)
+	defer ctx.release()
 	if h := fs.localHandle(in.Fh); h != nil {
 		return fs.lRead(h, in, buf)
 	}
 	if r, st, ok := fs.stagedRead(in, buf); ok {
 		return r, st
 	}
-	if r, st, ok := fs.readByNode(in); ok {
+	if r, st, ok := fs.readByNode(ctx, in); ok {
 		return r, st
 	}
 	var data []byte
-	st := fs.withHandle(in.Fh, func(_ *handle, up uint64) error {
+	st := fs.withHandle(ctx, in.Fh, func(_ *handle, up, epoch uint64) error {
 		var resp upstream.DataResp
-		err := fs.rpc(upstream.OpRead, &upstream.ReadReq{Handle: up, Offset: int64(in.Offset), Size: in.Size}, &resp)
+		err := fs.rpcFor(ctx, epoch, upstream.OpRead, &upstream.ReadReq{Handle: up, Offset: int64(in.Offset), Size: in.Size}, &resp)
 		data = resp.Data
 		return err
 	})
@@ -108,18 +121,20 @@ func (fs *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Re
 }
 
 func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
+	ctx := callerCtx(cancel, &in.InHeader)
+	defer ctx.release()
 	if h := fs.localHandle(in.Fh); h != nil {
 		return fs.lWrite(h, in, data)
 	}
 	var written uint32
-	st := fs.withHandle(in.Fh, func(h *handle, up uint64) error {
+	st := fs.withHandle(ctx, in.Fh, func(h *handle, up, epoch uint64) error {
 		defer fs.nodeChanged(h.node, fs.up.Epoch())
-		req := &upstream.WriteReq{Handle: up, Offset: int64(in.Offset), Data: data}
+		req := &upstream.WriteReq{Handle: up, Offset: int64(in.Offset), Gid: in.Caller.Gid, Data: data}
 		if in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0 {
 			req.Flags |= upstream.WriteKillSuidgid
 		}
 		var resp upstream.WriteResp
-		err := fs.rpc(upstream.OpWrite, req, &resp)
+		err := fs.rpcFor(ctx, epoch, upstream.OpWrite, req, &resp)
 		written = resp.Written
 		return err
 	})
@@ -153,19 +168,23 @@ func (fs *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 	if !fs.nodes.hasLocks(h.node) {
 		return fuse.OK
 	}
-	return fs.withHandle(in.Fh, func(_ *handle, up uint64) error {
+	// Not the caller's: the kernel does not interrupt a FLUSH, and a
+	// dying process's closes are what must drop its locks on the host.
+	return fs.withHandle(context.Background(), in.Fh, func(_ *handle, up, epoch uint64) error {
 		req := &upstream.LockReq{Handle: up, Owner: in.LockOwner,
 			Lock: upstream.Lock{Start: 0, End: ^uint64(0), Type: syscall.F_UNLCK}}
-		return fs.rpc(upstream.OpSetlk, req, &upstream.Empty{})
+		return fs.rpcFor(context.Background(), epoch, upstream.OpSetlk, req, &upstream.Empty{})
 	})
 }
 
 func (fs *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
+	ctx := callerCtx(cancel, &in.InHeader)
+	defer ctx.release()
 	if h := fs.localHandle(in.Fh); h != nil {
 		return fs.lFsync(h)
 	}
-	return fs.withHandle(in.Fh, func(_ *handle, up uint64) error {
-		return fs.rpc(upstream.OpFsync, &upstream.FsyncReq{Handle: up, Datasync: in.FsyncFlags&1 != 0}, &upstream.Empty{})
+	return fs.withHandle(ctx, in.Fh, func(_ *handle, up, epoch uint64) error {
+		return fs.rpcFor(ctx, epoch, upstream.OpFsync, &upstream.FsyncReq{Handle: up, Datasync: in.FsyncFlags&1 != 0}, &upstream.Empty{})
 	})
 }
 
@@ -194,23 +213,27 @@ func (fs *FS) release(fh uint64, op upstream.Op) {
 }
 
 func (fs *FS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
+	ctx := callerCtx(cancel, &in.InHeader)
+	defer ctx.release()
 	if h := fs.localHandle(in.Fh); h != nil {
 		return fs.lFallocate(h, in)
 	}
-	return fs.withHandle(in.Fh, func(h *handle, up uint64) error {
+	return fs.withHandle(ctx, in.Fh, func(h *handle, up, epoch uint64) error {
 		defer fs.nodeChanged(h.node, fs.up.Epoch())
 		req := &upstream.FallocateReq{Handle: up, Mode: in.Mode, Offset: int64(in.Offset), Length: int64(in.Length)}
-		return fs.rpc(upstream.OpFallocate, req, &upstream.Empty{})
+		return fs.rpcFor(ctx, epoch, upstream.OpFallocate, req, &upstream.Empty{})
 	})
 }
 
 func (fs *FS) Lseek(cancel <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Status {
+	ctx := callerCtx(cancel, &in.InHeader)
+	defer ctx.release()
 	if h := fs.localHandle(in.Fh); h != nil {
 		return fs.lLseek(h, in, out)
 	}
-	return fs.withHandle(in.Fh, func(_ *handle, up uint64) error {
+	return fs.withHandle(ctx, in.Fh, func(_ *handle, up, epoch uint64) error {
 		var resp upstream.LseekResp
-		err := fs.rpc(upstream.OpLseek, &upstream.LseekReq{Handle: up, Offset: int64(in.Offset), Whence: in.Whence}, &resp)
+		err := fs.rpcFor(ctx, epoch, upstream.OpLseek, &upstream.LseekReq{Handle: up, Offset: int64(in.Offset), Whence: in.Whence}, &resp)
 		out.Offset = uint64(resp.Offset)
 		return err
 	})

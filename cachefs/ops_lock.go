@@ -19,9 +19,11 @@ func lockReq(in *fuse.LkIn, up uint64, wait bool) *upstream.LockReq {
 
 func (fs *FS) GetLk(cancel <-chan struct{}, in *fuse.LkIn, out *fuse.LkOut) fuse.Status {
 	fs.hostHandleFirst(in.Fh)
-	return fs.withHandle(in.Fh, func(_ *handle, up uint64) error {
+	ctx := callerCtx(cancel, &in.InHeader)
+	defer ctx.release()
+	return fs.withHandle(ctx, in.Fh, func(_ *handle, up, epoch uint64) error {
 		var resp upstream.LockResp
-		if err := fs.rpc(upstream.OpGetlk, lockReq(in, up, false), &resp); err != nil {
+		if err := fs.rpcFor(ctx, epoch, upstream.OpGetlk, lockReq(in, up, false), &resp); err != nil {
 			return err
 		}
 		l := resp.Lock
@@ -47,8 +49,10 @@ func (fs *FS) SetLkw(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status {
 // granted before the cancel got there.
 func (fs *FS) setLk(cancel <-chan struct{}, in *fuse.LkIn, wait bool) fuse.Status {
 	fs.hostHandleFirst(in.Fh)
-	ctx := context.Background()
-	if wait {
+	cc := callerCtx(cancel, &in.InHeader)
+	defer cc.release()
+	var ctx context.Context = cc
+	if wait { // any signal ends the wait, not only a fatal one
 		var stop context.CancelFunc
 		ctx, stop = context.WithCancel(ctx)
 		defer stop()
@@ -60,10 +64,10 @@ func (fs *FS) setLk(cancel <-chan struct{}, in *fuse.LkIn, wait bool) fuse.Statu
 			}
 		}()
 	}
-	return fs.withHandle(in.Fh, func(h *handle, up uint64) error {
+	return fs.withHandle(ctx, in.Fh, func(h *handle, up, epoch uint64) error {
 		if in.Lk.Typ != syscall.F_UNLCK {
 			fs.nodes.setLocked(h.node)
 		}
-		return fs.up.Call(ctx, upstream.OpSetlk, lockReq(in, up, wait), &upstream.Empty{})
+		return fs.up.CallIn(ctx, epoch, upstream.OpSetlk, lockReq(in, up, wait), &upstream.Empty{})
 	})
 }

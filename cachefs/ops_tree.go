@@ -12,18 +12,20 @@ import (
 
 // makeEntry sends a request that creates name in the directory nodeid
 // and fills the kernel's entry from the reply.
-func (fs *FS) makeEntry(h *fuse.InHeader, name string, out *fuse.EntryOut, op upstream.Op, req func(pup uint64) any) fuse.Status {
+func (fs *FS) makeEntry(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut, op upstream.Op, req func(pup uint64) any) fuse.Status {
 	if fs.actuating(h) {
 		return fs.actCreate(h, name, out)
 	}
 	nodeid := h.NodeId
+	ctx := callerCtx(cancel, h)
+	defer ctx.release()
 	return fs.call(func(epoch uint64) error {
-		parent, pup, err := fs.nodeUp(nodeid, epoch)
+		parent, pup, err := fs.nodeUp(ctx, nodeid, epoch)
 		if err != nil {
 			return err
 		}
 		var resp upstream.EntryResp
-		err = fs.rpc(op, req(pup), &resp)
+		err = fs.rpcFor(ctx, epoch, op, req(pup), &resp)
 		fs.dirChanged(pup)
 		if err != nil {
 			return err
@@ -77,7 +79,7 @@ func (fs *FS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *
 		defer fs.adoptCreated(parent, name, out)
 		fs.writeBackFirst()
 	}
-	return fs.makeEntry(&in.InHeader, name, out, upstream.OpMknod, func(pup uint64) any {
+	return fs.makeEntry(cancel, &in.InHeader, name, out, upstream.OpMknod, func(pup uint64) any {
 		return &upstream.MknodReq{Parent: pup, Name: name, Mode: in.Mode, Rdev: in.Rdev, Caller: caller(&in.InHeader)}
 	})
 }
@@ -87,7 +89,7 @@ func (fs *FS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *
 		_, st := fs.dCreate(parent, name, sIFDIR|in.Mode&07777, "", caller(&in.InHeader), out, false)
 		return st
 	}
-	return fs.makeEntry(&in.InHeader, name, out, upstream.OpMkdir, func(pup uint64) any {
+	return fs.makeEntry(cancel, &in.InHeader, name, out, upstream.OpMkdir, func(pup uint64) any {
 		return &upstream.MknodReq{Parent: pup, Name: name, Mode: in.Mode, Caller: caller(&in.InHeader)}
 	})
 }
@@ -97,27 +99,29 @@ func (fs *FS) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, name str
 		_, st := fs.dCreate(parent, name, sIFLNK|0777, target, caller(h), out, false)
 		return st
 	}
-	return fs.makeEntry(h, name, out, upstream.OpSymlink, func(pup uint64) any {
+	return fs.makeEntry(cancel, h, name, out, upstream.OpSymlink, func(pup uint64) any {
 		return &upstream.SymlinkReq{Parent: pup, Name: name, Target: target, Caller: caller(h)}
 	})
 }
 
 func (fs *FS) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
+	ctx := callerCtx(cancel, &in.InHeader)
+	defer ctx.release()
 	if parent := fs.delegatedDir(&in.InHeader); parent != nil {
 		defer fs.adoptCreated(parent, name, out)
 		fs.writeBackFirst()
 	}
 	return fs.call(func(epoch uint64) error {
-		_, up, err := fs.nodeUp(in.Oldnodeid, epoch)
+		_, up, err := fs.nodeUp(ctx, in.Oldnodeid, epoch)
 		if err != nil {
 			return err
 		}
-		parent, pup, err := fs.nodeUp(in.NodeId, epoch)
+		parent, pup, err := fs.nodeUp(ctx, in.NodeId, epoch)
 		if err != nil {
 			return err
 		}
 		var resp upstream.EntryResp
-		err = fs.rpc(upstream.OpLink, &upstream.LinkReq{Node: up, NewParent: pup, NewName: name}, &resp)
+		err = fs.rpcFor(ctx, epoch, upstream.OpLink, &upstream.LinkReq{Node: up, NewParent: pup, NewName: name}, &resp)
 		fs.dirChanged(pup)
 		fs.cache.dropAttr(up)
 		if err != nil {
@@ -135,7 +139,7 @@ func (fs *FS) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse
 	if parent := fs.delegatedDir(h); parent != nil {
 		return fs.dRemove(parent, name, false)
 	}
-	return fs.remove(h.NodeId, name, upstream.OpUnlink)
+	return fs.remove(callerCtx(cancel, h), h.NodeId, name, upstream.OpUnlink)
 }
 
 func (fs *FS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
@@ -145,18 +149,19 @@ func (fs *FS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.
 	if parent := fs.delegatedDir(h); parent != nil {
 		return fs.dRemove(parent, name, true)
 	}
-	return fs.remove(h.NodeId, name, upstream.OpRmdir)
+	return fs.remove(callerCtx(cancel, h), h.NodeId, name, upstream.OpRmdir)
 }
 
-func (fs *FS) remove(nodeid uint64, name string, op upstream.Op) fuse.Status {
+func (fs *FS) remove(ctx *waitCtx, nodeid uint64, name string, op upstream.Op) fuse.Status {
+	defer ctx.release()
 	return fs.call(func(epoch uint64) error {
-		parent, pup, err := fs.nodeUp(nodeid, epoch)
+		parent, pup, err := fs.nodeUp(ctx, nodeid, epoch)
 		if err != nil {
 			return err
 		}
-		fs.materialize(fs.nameNode(parent, pup, name, epoch), epoch)
+		fs.materialize(ctx, fs.nameNode(parent, pup, name, epoch), epoch)
 		var resp upstream.ChangedResp
-		err = fs.rpc(op, &upstream.UnlinkReq{Parent: pup, Name: name}, &resp)
+		err = fs.rpcFor(ctx, epoch, op, &upstream.UnlinkReq{Parent: pup, Name: name}, &resp)
 		fs.dirChanged(pup)
 		fs.nodesChanged(resp.Nodes)
 		if err != nil {
@@ -168,6 +173,8 @@ func (fs *FS) remove(nodeid uint64, name string, op upstream.Op) fuse.Status {
 }
 
 func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, name, newName string) fuse.Status {
+	ctx := callerCtx(cancel, &in.InHeader)
+	defer ctx.release()
 	if fs.actuating(&in.InHeader) {
 		return fs.actRename(in, name, newName)
 	}
@@ -182,18 +189,18 @@ func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, name, newName st
 		fs.disown(p, np)
 	}
 	return fs.call(func(epoch uint64) error {
-		parent, pup, err := fs.nodeUp(in.NodeId, epoch)
+		parent, pup, err := fs.nodeUp(ctx, in.NodeId, epoch)
 		if err != nil {
 			return err
 		}
-		newParent, npup, err := fs.nodeUp(in.Newdir, epoch)
+		newParent, npup, err := fs.nodeUp(ctx, in.Newdir, epoch)
 		if err != nil {
 			return err
 		}
 		req := &upstream.RenameReq{Parent: pup, Name: name, NewParent: npup, NewName: newName, Flags: in.Flags}
-		fs.materialize(fs.nameNode(newParent, npup, newName, epoch), epoch)
+		fs.materialize(ctx, fs.nameNode(newParent, npup, newName, epoch), epoch)
 		var resp upstream.ChangedResp
-		err = fs.rpc(upstream.OpRename, req, &resp)
+		err = fs.rpcFor(ctx, epoch, upstream.OpRename, req, &resp)
 		fs.dirChanged(pup)
 		fs.dirChanged(npup)
 		fs.nodesChanged(resp.Nodes)

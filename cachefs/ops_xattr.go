@@ -20,7 +20,7 @@ func (fs *FS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, de
 			return 0, fuse.ENOATTR
 		}
 	}
-	return fs.xattrGet(h.NodeId, upstream.OpGetxattr, attr, dest)
+	return fs.xattrGet(callerCtx(cancel, h), h.NodeId, upstream.OpGetxattr, attr, dest)
 }
 
 // xattrChanged forgets that a node is known to lack capabilities.
@@ -31,12 +31,13 @@ func (fs *FS) xattrChanged(nodeid uint64) {
 }
 
 func (fs *FS) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
-	return fs.xattrGet(h.NodeId, upstream.OpListxattr, "", dest)
+	return fs.xattrGet(callerCtx(cancel, h), h.NodeId, upstream.OpListxattr, "", dest)
 }
 
 // xattrGet asks for a value or list into dest; an empty dest asks only
 // for the size.
-func (fs *FS) xattrGet(nodeid uint64, op upstream.Op, attr string, dest []byte) (uint32, fuse.Status) {
+func (fs *FS) xattrGet(ctx *waitCtx, nodeid uint64, op upstream.Op, attr string, dest []byte) (uint32, fuse.Status) {
+	defer ctx.release()
 	if n := fs.nodes.get(nodeid); n != nil && fs.fresh(n) {
 		if op == upstream.OpListxattr {
 			return 0, fuse.OK // made by the guest, not written back: none yet
@@ -45,7 +46,7 @@ func (fs *FS) xattrGet(nodeid uint64, op upstream.Op, attr string, dest []byte) 
 	}
 	var size uint32
 	st := fs.call(func(epoch uint64) error {
-		n, up, err := fs.nodeUp(nodeid, epoch)
+		n, up, err := fs.nodeUp(ctx, nodeid, epoch)
 		if err != nil {
 			return err
 		}
@@ -58,7 +59,7 @@ func (fs *FS) xattrGet(nodeid uint64, op upstream.Op, attr string, dest []byte) 
 		}
 		caching = caching && op == upstream.OpGetxattr
 		var resp upstream.XattrResp
-		if err := fs.rpc(op, &upstream.XattrReq{Node: up, Name: attr, Size: uint32(len(dest))}, &resp); err != nil {
+		if err := fs.rpcFor(ctx, epoch, op, &upstream.XattrReq{Node: up, Name: attr, Size: uint32(len(dest))}, &resp); err != nil {
 			if caching && errors.Is(err, syscall.ENODATA) {
 				fs.cache.noteXattrAbsent(epoch, up, attr)
 			}
@@ -72,26 +73,30 @@ func (fs *FS) xattrGet(nodeid uint64, op upstream.Op, attr string, dest []byte) 
 }
 
 func (fs *FS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string, data []byte) fuse.Status {
+	ctx := callerCtx(cancel, &in.InHeader)
+	defer ctx.release()
 	fs.xattrChanged(in.NodeId)
 	fs.hostFirst(in.NodeId)
 	return fs.call(func(epoch uint64) error {
-		_, up, err := fs.nodeUp(in.NodeId, epoch)
+		_, up, err := fs.nodeUp(ctx, in.NodeId, epoch)
 		if err != nil {
 			return err
 		}
 		defer fs.cache.dropAttr(up)
-		return fs.rpc(upstream.OpSetxattr, &upstream.SetxattrReq{Node: up, Name: attr, Data: data, Flags: in.Flags}, &upstream.Empty{})
+		return fs.rpcFor(ctx, epoch, upstream.OpSetxattr, &upstream.SetxattrReq{Node: up, Name: attr, Data: data, Flags: in.Flags}, &upstream.Empty{})
 	})
 }
 
 func (fs *FS) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string) fuse.Status {
+	ctx := callerCtx(cancel, h)
+	defer ctx.release()
 	fs.xattrChanged(h.NodeId)
 	fs.hostFirst(h.NodeId)
 	return fs.call(func(epoch uint64) error {
-		_, up, err := fs.nodeUp(h.NodeId, epoch)
+		_, up, err := fs.nodeUp(ctx, h.NodeId, epoch)
 		if err != nil {
 			return err
 		}
-		return fs.rpc(upstream.OpRemovexattr, &upstream.XattrReq{Node: up, Name: attr}, &upstream.Empty{})
+		return fs.rpcFor(ctx, epoch, upstream.OpRemovexattr, &upstream.XattrReq{Node: up, Name: attr}, &upstream.Empty{})
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -61,6 +62,7 @@ func walkTree(t *testing.T, dfd int, name, rel string, out map[string]fileState,
 			t.Fatalf("read %s: %v", rel, err)
 		}
 		fs.Data = string(b)
+		fs.Mode |= keptSetid(p)
 		byIno[st.Ino] = append(byIno[st.Ino], rel)
 	case unix.S_IFLNK:
 		fs.Data, _ = os.Readlink(p)
@@ -129,4 +131,20 @@ func compareTrees(t *testing.T, what string, got, want map[string]fileState) {
 	for _, d := range diffs {
 		t.Errorf("%s: %s", what, d)
 	}
+}
+
+// keptSetid returns the set-id bits the host server keeps for the
+// regular file at p in its xattr, not in the file's mode (upstream's
+// setidXattr): a host file the guest sees with them.
+func keptSetid(p string) uint32 {
+	buf := make([]byte, 8)
+	n, err := unix.Getxattr(p, "user.cachefs.setid", buf)
+	if err != nil {
+		return 0
+	}
+	bits, err := strconv.ParseUint(string(buf[:n]), 8, 32)
+	if err != nil {
+		return 0
+	}
+	return uint32(bits) & (unix.S_ISUID | unix.S_ISGID)
 }

@@ -1,6 +1,7 @@
 package cachefs
 
 import (
+	"os"
 	"path/filepath"
 	"syscall"
 
@@ -59,13 +60,21 @@ func (fs *FS) passThroughLocked(h *handle) (int32, bool) {
 		if srv == nil {
 			return 0, false
 		}
-		id, errno := srv.RegisterBackingFd(&fuse.BackingMap{Fd: int32(h.lf.Fd())})
+		var id int32
+		var errno syscall.Errno
+		err := h.lf.with(func(f *os.File) error {
+			id, errno = srv.RegisterBackingFd(&fuse.BackingMap{Fd: int32(f.Fd())})
+			return nil
+		})
+		if err != nil {
+			return 0, false
+		}
 		if errno != 0 {
 			w.pt = false // not permitted (no CAP_SYS_ADMIN) or not supported
 			fs.opts.Logf("cachefs: passthrough off: registering a backing file: %v", errno)
 			return 0, false
 		}
-		l.backing, l.ptFile = id, h.lf
+		l.backing = id
 	}
 	w.refreshLocked(n) // the baseline before the kernel writes
 	l.ptOpens++
@@ -81,9 +90,6 @@ func (fs *FS) passThroughLocked(h *handle) (int32, bool) {
 func (fs *FS) ptReleaseLocked(h *handle) {
 	l := h.node.local
 	l.ptOpens--
-	if l.ptFile == h.lf {
-		l.ptFile = nil // closed with h: refreshes stat the file by path
-	}
 	if l.ptOpens == 0 && l.backing != 0 {
 		if srv := fs.fuseServer(); srv != nil {
 			srv.UnregisterBackingFd(l.backing)
@@ -94,24 +100,21 @@ func (fs *FS) ptReleaseLocked(h *handle) {
 
 // refreshLocked takes n's size and modification time from its staging
 // file if it changed since last seen, as writes the kernel passed through
-// change it. It asks the descriptor registered as the backing file while
-// its handle is open (an fstat, where a stat by path walked the state
-// directory about five times per untarred file). Needs w.mu.
+// change it. It asks a cached descriptor of the file where there is one
+// (an fstat, where a stat by path walked the state directory about five
+// times per untarred file). Needs w.mu.
 func (w *writeback) refreshLocked(n *node) {
 	l := n.local
 	if l == nil || l.staging == "" {
 		return
 	}
 	var st syscall.Stat_t
-	if l.ptFile != nil {
-		if syscall.Fstat(int(l.ptFile.Fd()), &st) != nil {
-			return
-		}
-	} else if syscall.Stat(filepath.Join(w.dir, l.staging), &st) != nil {
+	if !w.statStagingLocked(l, nil, &st) {
 		return
 	}
 	now := stamp{size: st.Size, mtime: st.Mtim.Nano()}
 	l.attr.Blocks = uint64(st.Blocks)
+	w.chargeLocked(l, st.Blocks*512)
 	if !l.seenValid {
 		l.seen, l.seenValid = now, true
 		return
@@ -119,7 +122,6 @@ func (w *writeback) refreshLocked(n *node) {
 	if now.size == l.seen.size && now.mtime == l.seen.mtime {
 		return
 	}
-	w.staged += now.size - l.seen.size
 	l.attr.Size = uint64(now.size)
 	if now.mtime != l.seen.mtime {
 		l.attr.Mtime, l.attr.Ctime = now.mtime, now.mtime
@@ -128,10 +130,43 @@ func (w *writeback) refreshLocked(n *node) {
 }
 
 // seenLocked records that the daemon changed n's staging file itself and
-// accounted for it in n's attributes: the next refresh takes the file as
-// it then is for its baseline, without a stat per write now. Needs w.mu.
-func (w *writeback) seenLocked(n *node) {
-	n.local.seenValid = false
+// set n's attributes for it: the file as it is now is the baseline of
+// the next refresh, which takes from it only what changed after (a
+// passthrough writer's writes). A baseline taken later, at the next
+// refresh, would hide what such a writer did meanwhile: a truncate, then
+// a write past the end through the kernel, kept the truncated size. f is
+// the file as the handle that changed it has it, or nil. Needs w.mu.
+func (w *writeback) seenLocked(n *node, f *stagedFile) {
+	l := n.local
+	var st syscall.Stat_t
+	if !w.statStagingLocked(l, f, &st) {
+		l.seenValid = false
+		return
+	}
+	l.seen, l.seenValid = stamp{size: st.Size, mtime: st.Mtim.Nano()}, true
+	l.attr.Blocks = uint64(st.Blocks)
+	w.chargeLocked(l, st.Blocks*512)
+}
+
+// statStagingLocked stats l's staging file through f, else a cached
+// descriptor of it, else by path. Needs w.mu.
+func (w *writeback) statStagingLocked(l *local, f *stagedFile, st *syscall.Stat_t) bool {
+	if f != nil {
+		return f.with(func(of *os.File) error { return syscall.Fstat(int(of.Fd()), st) }) == nil
+	}
+	if r := w.fds.peek(l.staging); r != nil {
+		defer r.release()
+		return syscall.Fstat(int(r.f.Fd()), st) == nil
+	}
+	return syscall.Stat(filepath.Join(w.dir, l.staging), st) == nil
+}
+
+// chargeLocked counts bytes, what l's staging file has allocated, in
+// the staged bytes the write-back limits: allocated, not the size, so
+// that holes do not count. Needs w.mu.
+func (w *writeback) chargeLocked(l *local, bytes int64) {
+	w.staged += bytes - l.charged
+	l.charged = bytes
 }
 
 // plainOpenLocked counts an open handle of n that is not passthrough.

@@ -1,6 +1,7 @@
 package cachefs
 
 import (
+	"context"
 	"github.com/cachefs/cachefs/upstream"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -24,7 +25,7 @@ func (h *handle) lazy() bool {
 // FeatReadNode (checked again for each session), the handle is on the
 // host, or it was materialized while this read failed (its file lost
 // its last name meanwhile).
-func (fs *FS) readByNode(in *fuse.ReadIn) (fuse.ReadResult, fuse.Status, bool) {
+func (fs *FS) readByNode(ctx context.Context, in *fuse.ReadIn) (fuse.ReadResult, fuse.Status, bool) {
 	h := fs.handles.get(in.Fh)
 	if h == nil || h.dir || !h.lazy() {
 		return nil, fuse.OK, false
@@ -35,13 +36,13 @@ func (fs *FS) readByNode(in *fuse.ReadIn) (fuse.ReadResult, fuse.Status, bool) {
 		if unsupported = !fs.up.Has(upstream.FeatReadNode); unsupported {
 			return nil // a new session with a host that lacks it
 		}
-		up, err := fs.upID(h.node, epoch)
+		up, err := fs.upIDFor(ctx, h.node, epoch)
 		if err != nil {
 			return err
 		}
 		var resp upstream.DataResp
 		req := &upstream.ReadNodeReq{Node: up, Offset: int64(in.Offset), Size: in.Size}
-		err = fs.rpc(upstream.OpReadNode, req, &resp)
+		err = fs.rpcFor(ctx, epoch, upstream.OpReadNode, req, &resp)
 		data = resp.Data
 		return err
 	})

@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -87,20 +86,13 @@ func (w *writeback) recycleDropped() {
 	if len(names) == 0 {
 		return
 	}
-	var freed int64
 	var kept []string
 	for _, name := range names {
-		p := filepath.Join(w.dir, name)
-		var st syscall.Stat_t
-		if syscall.Stat(p, &st) == nil {
-			freed += st.Size
-		}
 		if w.emptyStaging(name) {
 			kept = append(kept, name)
 		}
 	}
 	w.mu.Lock()
-	w.staged -= freed
 	for _, name := range kept {
 		w.keepSpareLocked(name)
 	}

@@ -2,9 +2,12 @@ package cachefs
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -25,9 +28,11 @@ import (
 // replayed from the last marker when it starts again (journal.go keeps
 // it whole when the state directory fills up). The flusher lets a small
 // batch grow for wbGather unless somebody waits. A record that the
-// host refuses for good is reported (Failures) and dropped; a lost
+// host refuses for good is reported (Failures, and by every flush while it
+// stands: refused) and dropped; a lost
 // connection is retried until the host answers. A record the host has no
-// space for (ENOSPC, EDQUOT) stalls the queue instead: it is reported and
+// space for (ENOSPC, EDQUOT), or no descriptors or memory
+// (upstream.WBStalls), stalls the queue instead: it is reported and
 // kept, with the guest's data, and sent again after a growing pause or
 // at once when a flush or fsync waits; the records after it wait too.
 
@@ -68,6 +73,7 @@ type WritebackLimits struct {
 type writeback struct {
 	fs  *FS             // immutable
 	dir string          // immutable: the state directory
+	fds *stagingFDs     // immutable: descriptors of staging files
 	lim WritebackLimits // immutable
 
 	mu       sync.Mutex // protects the following and every node.local
@@ -87,12 +93,13 @@ type writeback struct {
 	replayed map[string]int // records replayed from the journal per staging file
 	stats    WritebackStats
 	closed   bool
-	held     bool     // tests: nothing is sent while held
-	crashAt  func()   // tests: called where a crash leaves a journal replacement as it is
-	reported int      // failures returned by wait so far
-	stalled  *Failure // the host has no space for the queue's head
-	stalls   uint64   // sends that ended stalled
-	retry    bool     // a stalled queue may be sent again
+	held     bool               // tests: nothing is sent while held
+	crashAt  func()             // tests: called where a crash leaves a journal replacement as it is
+	reported int                // failures returned by wait so far
+	refused  map[string]Failure // standing refusals by the path they leave wrong (refusedKey)
+	stalled  *Failure           // the host has no space for the queue's head
+	stalls   uint64             // sends that ended stalled
+	retry    bool               // a stalled queue may be sent again
 	j        journalState
 	pt       bool             // staging files may be passed through (passthrough.go)
 	plain    map[*node]int    // open handles per node that are not passthrough
@@ -109,6 +116,11 @@ const wbChunk = 1 << 20      // data per WBWrite
 // waits for it: changes come in bursts of a few records per file, and a
 // batch per burst would cost a round trip, a host apply and a journal
 // marker each.
+//
+// A change the host refused stands (refused) until a later change at
+// its path is on the host: every flush (FS.WriteBack) reports the
+// standing ones, whoever saw them first (a wait for an fsync or a link
+// returns only the failures new to it).
 const wbGather = 2 * time.Millisecond
 
 func newWriteback(fs *FS, dir string, lim WritebackLimits) (*writeback, error) {
@@ -121,8 +133,8 @@ func newWriteback(fs *FS, dir string, lim WritebackLimits) (*writeback, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "data"), 0700); err != nil {
 		return nil, err
 	}
-	w := &writeback{fs: fs, dir: dir, lim: lim, plain: map[*node]int{}, open: map[*handle]bool{},
-		readyKick: make(chan struct{}, 1)}
+	w := &writeback{fs: fs, dir: dir, fds: newStagingFDs(dir, stagingFDMax), lim: lim, plain: map[*node]int{},
+		open: map[*handle]bool{}, readyKick: make(chan struct{}, 1), refused: map[string]Failure{}}
 	w.cond = sync.NewCond(&w.mu)
 	old, done, err := w.openJournal(filepath.Join(dir, "journal"))
 	if err != nil {
@@ -145,9 +157,9 @@ func newWriteback(fs *FS, dir string, lim WritebackLimits) (*writeback, error) {
 
 // add journals a change and queues it; n's pending count holds its local
 // state until the change is on the host. It waits while the limits are
-// reached. Needs w.mu.
+// reached and the flusher can bring them down (limitedLocked). Needs w.mu.
 func (w *writeback) addLocked(op upstream.WBOp, staging string, n *node) {
-	for (len(w.queue) >= w.lim.Records || w.staged >= w.lim.Bytes) && !w.closed {
+	for w.limitedLocked() {
 		w.cond.Wait()
 	}
 	w.seq++
@@ -159,6 +171,18 @@ func (w *writeback) addLocked(op upstream.WBOp, staging string, n *node) {
 	w.queue = append(w.queue, r)
 	w.stats.Pending = uint64(len(w.queue))
 	w.cond.Broadcast()
+}
+
+// limitedLocked reports whether a change must wait for the flusher: a
+// limit is reached and there are records to send, whose write-back
+// brings it down. A limit slows writers, never stops them: with nothing
+// queued (the staged bytes of files still open, which only their own
+// records would free) or a queue stalled for space on the host, a
+// writer goes on (the state directory's space bounds it then:
+// roomLocked). Needs w.mu.
+func (w *writeback) limitedLocked() bool {
+	over := len(w.queue) >= w.lim.Records || w.staged >= w.lim.Bytes
+	return over && len(w.queue) > 0 && w.stalled == nil && !w.closed
 }
 
 // wait blocks until every change made before it is on the host (what
@@ -211,8 +235,8 @@ func (w *writeback) run() {
 		batch := w.takeLocked()
 		w.retry = false
 		w.mu.Unlock()
-		ops, sizes := w.ops(batch)
-		resp, err := w.send(ops)
+		ops, srcs, sizes := w.ops(batch)
+		resp, err := w.send(ops, srcs)
 		if err != nil && transient(err) {
 			w.mu.Lock()
 			w.stats.Retries++
@@ -260,25 +284,72 @@ func (w *writeback) retryStalled() {
 }
 
 // send applies ops on the host in order, in as many requests as the
-// frame size needs.
-func (w *writeback) send(ops []upstream.WBOp) (*upstream.ApplyResp, error) {
+// frame size needs, reading each op's data from its source (srcs[i])
+// just before its request: a batch holds one request's data at most.
+func (w *writeback) send(ops []upstream.WBOp, srcs []dataSrc) (*upstream.ApplyResp, error) {
 	all := &upstream.ApplyResp{}
 	for len(ops) > 0 {
-		n, bytes := 0, 0
-		for n < len(ops) && (n == 0 || bytes+len(ops[n].Data) <= wbBatchBytes) {
-			bytes += len(ops[n].Data) + len(ops[n].Path) + len(ops[n].Path2) + 64
+		n, bytes := 0, int64(0)
+		for n < len(ops) && (n == 0 || bytes+srcs[n].n <= wbBatchBytes) {
+			bytes += srcs[n].n + int64(len(ops[n].Path)+len(ops[n].Path2)+64)
 			n++
 		}
-		var resp upstream.ApplyResp
-		if err := w.fs.rpc(upstream.OpApply, &upstream.ApplyReq{Ops: ops[:n]}, &resp); err != nil {
+		var err error
+		for i := 0; i < n && err == nil; i++ {
+			ops[i].Data, err = srcs[i].read()
+		}
+		if err != nil {
+			w.fs.opts.Logf("cachefs: write-back: %v (sent again)", err)
+		} else {
+			var resp upstream.ApplyResp
+			err = w.fs.rpc(upstream.OpApply, &upstream.ApplyReq{Ops: ops[:n]}, &resp)
+			all.Errnos = append(all.Errnos, resp.Errnos...)
+			all.Inos = append(all.Inos, resp.Inos...)
+		}
+		for i := range n {
+			ops[i].Data = nil
+		}
+		if err != nil {
 			return nil, err
 		}
-		all.Errnos = append(all.Errnos, resp.Errnos...)
-		all.Inos = append(all.Inos, resp.Inos...)
-		ops = ops[n:]
+		ops, srcs = ops[n:], srcs[n:]
 	}
 	return all, nil
 }
+
+// dataSrc is where a WBWrite op's data is: n bytes at off of a staging
+// file (none if n is 0).
+type dataSrc struct {
+	path   string
+	off, n int64
+}
+
+// read returns the source's data: shorter where the file is, nothing
+// where it is gone (written back and dropped already). Any other error
+// is errStagingRead: the batch is sent again, never with data missing.
+func (s dataSrc) read() ([]byte, error) {
+	if s.n == 0 {
+		return nil, nil
+	}
+	f, err := openPlain(s.path, os.O_RDONLY, 0)
+	if errors.Is(err, syscall.ENOENT) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errStagingRead, err)
+	}
+	defer f.Close()
+	b := make([]byte, s.n)
+	k, err := f.ReadAt(b, s.off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%w: %v", errStagingRead, err)
+	}
+	return b[:k], nil
+}
+
+// errStagingRead is a staging file that could not be read for sending
+// (the daemon out of descriptors, say): transient.
+var errStagingRead = errors.New("reading a staging file")
 
 // takeLocked returns the records of the next batch (they stay queued).
 func (w *writeback) takeLocked() []*record {
@@ -295,10 +366,11 @@ func (w *writeback) takeLocked() []*record {
 	return w.queue[:n]
 }
 
-// ops turns records into host ops, reading staged contents; sizes[i] is
-// how many ops record i became.
-func (w *writeback) ops(batch []*record) ([]upstream.WBOp, []int) {
+// ops turns records into host ops, with the sources of their data;
+// sizes[i] is how many ops record i became.
+func (w *writeback) ops(batch []*record) ([]upstream.WBOp, []dataSrc, []int) {
 	var ops []upstream.WBOp
+	var srcs []dataSrc
 	sizes := make([]int, len(batch))
 	for i, r := range batch {
 		before := len(ops)
@@ -306,13 +378,14 @@ func (w *writeback) ops(batch []*record) ([]upstream.WBOp, []int) {
 			continue // sizes[i] is 0: the op before carries it
 		}
 		if r.Staging == "" {
-			ops = append(ops, r.Op)
+			ops, srcs = append(ops, r.Op), append(srcs, dataSrc{})
 		} else {
-			ops = append(ops, w.dataOps(r)...)
+			o, s := w.dataOps(r)
+			ops, srcs = append(ops, o...), append(srcs, s...)
 		}
 		sizes[i] = len(ops) - before
 	}
-	return ops, sizes
+	return ops, srcs, sizes
 }
 
 // mergeSetattr folds setattr op b into a, the op before it, if both
@@ -353,25 +426,44 @@ func mergeSetattr(a, b *upstream.WBOp) bool {
 	return true
 }
 
-// dataOps reads a staging file into WBWrite ops of at most wbChunk
-// bytes; the first truncates to the size, the last sets the times.
-func (w *writeback) dataOps(r *record) []upstream.WBOp {
-	data, err := readPlain(filepath.Join(w.dir, r.Staging))
-	if err != nil {
-		data = nil // gone: the file was written back and dropped already
+// dataOps turns a staging file into WBWrite ops of at most wbChunk
+// bytes of its data ranges, holes left out; the first truncates to the
+// size, the last sets the times. Where there are holes, an op before
+// them truncates the host's file to nothing, so that none of its old
+// bytes shows through a hole. Their data is read when sent. A staging
+// file that is gone (written back and dropped already) is empty.
+func (w *writeback) dataOps(r *record) ([]upstream.WBOp, []dataSrc) {
+	path := filepath.Join(w.dir, r.Staging)
+	size, ranges := dataRanges(path)
+	var chunks []dataSrc
+	covered := int64(0)
+	for _, rg := range ranges {
+		for off := rg[0]; off < rg[1]; off += wbChunk {
+			chunks = append(chunks, dataSrc{path: path, off: off, n: min(wbChunk, rg[1]-off)})
+		}
+		covered += rg[1] - rg[0]
 	}
+	if len(chunks) == 0 {
+		chunks = []dataSrc{{}}
+	}
+	base := r.Op
+	base.Kind, base.Size, base.Valid = upstream.WBWrite, uint64(size), 0
 	var ops []upstream.WBOp
-	for off := 0; off == 0 || off < len(data); off += wbChunk {
-		op := r.Op
-		op.Kind, op.Offset, op.First, op.Size = upstream.WBWrite, int64(off), off == 0, uint64(len(data))
-		op.Data = data[off:min(off+wbChunk, len(data))]
-		op.Valid = 0
-		if off+wbChunk >= len(data) {
+	var srcs []dataSrc
+	if covered < size {
+		op := base
+		op.First, op.Size = true, 0
+		ops, srcs = append(ops, op), append(srcs, dataSrc{})
+	}
+	for i, c := range chunks {
+		op := base
+		op.Offset, op.First = c.off, i == 0
+		if i == len(chunks)-1 {
 			op.Valid = r.Op.Valid & (upstream.SetAtime | upstream.SetMtime)
 		}
-		ops = append(ops, op)
+		ops, srcs = append(ops, op), append(srcs, c)
 	}
-	return ops
+	return ops, srcs
 }
 
 // finish records a batch's outcome and drops from the queue the records
@@ -398,6 +490,8 @@ func (w *writeback) finish(batch []*record, ops []upstream.WBOp, sizes []int, re
 			}
 			if errno != 0 {
 				w.failLocked(&ops[k], syscall.Errno(errno))
+			} else {
+				w.resolveLocked(&ops[k])
 			}
 			k++
 		}
@@ -425,13 +519,14 @@ func (w *writeback) finish(batch []*record, ops []upstream.WBOp, sizes []int, re
 }
 
 // noSpace returns the first of count ops from k that the host refused
-// for lack of space, with its errno, or 0.
+// for lack of space or another resource it may have later
+// (upstream.WBStalls), with its errno, or 0.
 func noSpace(resp *upstream.ApplyResp, err error, k, count int) (int, syscall.Errno) {
 	if err != nil {
 		return 0, 0
 	}
 	for j := k; j < k+count && j < len(resp.Errnos); j++ {
-		if e := syscall.Errno(resp.Errnos[j]); e == syscall.ENOSPC || e == syscall.EDQUOT {
+		if e := syscall.Errno(resp.Errnos[j]); upstream.WBStalls(e) {
 			return j, e
 		}
 	}
@@ -443,7 +538,7 @@ func noSpace(resp *upstream.ApplyResp, err error, k, count int) (int, syscall.Er
 func (w *writeback) stallLocked(op *upstream.WBOp, errno syscall.Errno) {
 	f := Failure{Path: op.Path, Op: wbOpName(op.Kind), Errno: errno.Error()}
 	if w.stalled == nil || *w.stalled != f {
-		w.fs.opts.Logf("cachefs: write-back of %s %q waits for space on the host: %v", f.Op, f.Path, errno)
+		w.fs.opts.Logf("cachefs: write-back of %s %q waits for the host: %v", f.Op, f.Path, errno)
 		if len(w.stats.Failures) < 1000 {
 			w.stats.Failures = append(w.stats.Failures, f)
 		}
@@ -457,6 +552,56 @@ func (w *writeback) failLocked(op *upstream.WBOp, errno syscall.Errno) {
 	if len(w.stats.Failures) < 1000 {
 		w.stats.Failures = append(w.stats.Failures, f)
 	}
+	w.refused[refusedKey(op)] = f
+}
+
+// refusedKey is the path a refused op leaves different on the host from
+// the guest: a rename's target, else its path.
+func refusedKey(op *upstream.WBOp) string {
+	if op.Kind == upstream.WBRename {
+		return op.Path2
+	}
+	return op.Path
+}
+
+// resolveLocked drops the standing refusals that op, now on the host,
+// supersedes: at its paths, and beneath them where it removed or moved
+// a directory. Needs w.mu.
+func (w *writeback) resolveLocked(op *upstream.WBOp) {
+	if len(w.refused) == 0 {
+		return
+	}
+	paths := []string{op.Path}
+	if op.Kind == upstream.WBRename {
+		paths = append(paths, op.Path2)
+	}
+	tree := op.Kind == upstream.WBRename || op.Kind == upstream.WBRmdir
+	for _, p := range paths {
+		delete(w.refused, p)
+		if !tree {
+			continue
+		}
+		for k := range w.refused {
+			if strings.HasPrefix(k, p+"/") || p == "" {
+				delete(w.refused, k)
+			}
+		}
+	}
+}
+
+// standing waits like wait, then returns every refusal that stands, and
+// the stall, sorted by path.
+func (w *writeback) standing() []Failure {
+	out := w.wait()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, f := range w.refused {
+		if !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Failure) int { return strings.Compare(a.Path, b.Path) })
+	return out
 }
 
 // doneLocked releases what a record held once it is on the host.
@@ -478,6 +623,8 @@ func (w *writeback) doneLocked(r *record) {
 // the node becomes an ordinary host node again.
 func (w *writeback) dropStagingLocked(n *node) {
 	l := n.local
+	w.chargeLocked(l, 0)
+	w.fds.forget(l.staging)
 	w.dropped = append(w.dropped, l.staging)
 	w.cond.Broadcast()
 	n.local = nil
@@ -503,6 +650,7 @@ func (w *writeback) close() {
 		w.closed = true
 		w.closeJournalLocked()
 		w.closeReadyLocked()
+		w.fds.purge()
 	}
 	w.mu.Unlock()
 	w.cond.Broadcast()
@@ -525,6 +673,7 @@ func (w *writeback) snapshot() WritebackStats {
 // again rather than reported.
 func transient(err error) bool {
 	return errors.Is(err, syscall.EIO) || errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ETIMEDOUT) ||
+		errors.Is(err, errStagingRead) ||
 		errors.Is(err, upstream.ErrSessionLost) || errors.Is(err, syscall.EINTR)
 }
 

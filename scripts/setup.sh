@@ -2,9 +2,10 @@
 # Installs what cachefs's tests and quick start need on a fresh Debian
 # machine (run as root), and downloads the Go modules.
 set -euo pipefail
-# util-linux gives prlimit, which the integration tests run the server under.
+# util-linux gives prlimit, which the integration tests run the server under;
+# procps /bin/kill, which the systemd units' ExecStop runs (their tests too).
 need=()
-for p in fuse3 fio inotify-tools util-linux; do
+for p in fuse3 fio inotify-tools util-linux procps; do
 	dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

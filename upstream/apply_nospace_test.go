@@ -3,6 +3,7 @@
 package upstream_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -42,6 +43,50 @@ func TestApplyStopsAtNoSpace(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(export, "before")); err != nil {
 		t.Errorf("the op before the failed write was not applied: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(export, "after")); err == nil {
+		t.Errorf("the op after the failed write was applied")
+	}
+}
+
+// TestApplyStopsAtNoFiles applies a batch while the server's process
+// may open no more files: the op that needs a descriptor fails with
+// EMFILE and ends the request (ECANCELED after it), as for space, so
+// that the guest keeps it and sends it again rather than drop it.
+func TestApplyStopsAtNoFiles(t *testing.T) {
+	export := t.TempDir()
+	ts := startServer(t, upstream.ServerOptions{Export: export})
+	c := newClient(t, ts.addr, upstream.ClientOptions{})
+	os.WriteFile(filepath.Join(export, "f"), nil, 0644)
+	var resp upstream.ApplyResp
+	must(t, c, upstream.OpApply, &upstream.ApplyReq{Ops: []upstream.WBOp{{Kind: upstream.WBMkdir, Path: "warm", Mode: 0o755}}}, &resp)
+	ops := []upstream.WBOp{
+		{Kind: upstream.WBWrite, Path: "f", Data: []byte("data"), First: true, Size: 4},
+		{Kind: upstream.WBMkdir, Path: "after", Mode: 0o755},
+	}
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	low := lim
+	low.Cur = uint64(len(fds)) // the next open of the walker or the write fails
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
+		t.Skipf("setrlimit: %v", err)
+	}
+	err = c.Call(context.Background(), upstream.OpApply, &upstream.ApplyReq{Ops: ops}, &resp)
+	unix.Setrlimit(unix.RLIMIT_NOFILE, &lim)
+	if err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	want := []syscall.Errno{syscall.EMFILE, syscall.ECANCELED}
+	for i, e := range resp.Errnos {
+		if syscall.Errno(e) != want[i] {
+			t.Errorf("op %d (kind %d %q): errno %v, want %v", i, ops[i].Kind, ops[i].Path, syscall.Errno(e), want[i])
+		}
 	}
 	if _, err := os.Stat(filepath.Join(export, "after")); err == nil {
 		t.Errorf("the op after the failed write was applied")

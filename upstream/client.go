@@ -28,10 +28,13 @@ type ClientOptions struct {
 	// LinkDelay adds this one-way delay to every message (DelayConn).
 	LinkDelay time.Duration
 	// Timeout bounds the wait for one reply on a live connection, except
-	// for blocking lock requests. Zero: 2 minutes.
+	// for blocking lock requests. Zero: 2 minutes; negative: no bound.
 	Timeout time.Duration
 	// Reconnect bounds how long a request waits for the connection to
-	// come back before it fails with EIO. Zero: 30 seconds.
+	// come back before it fails with EIO. Zero: 30 seconds; negative: no
+	// bound, the request waits for the host as long as it takes (a hard
+	// mount, as NFS's). A request whose context ends stops waiting at
+	// once, whatever the bounds.
 	Reconnect time.Duration
 	// OnEvents receives host event batches, one call at a time, on a
 	// goroutine of its own: it may block without delaying replies.
@@ -279,16 +282,36 @@ func (c *Client) conn(ctx context.Context) (*clientConn, uint64, error) {
 	if cc != nil {
 		return cc, epoch, nil
 	}
-	t := time.NewTimer(c.opts.Reconnect)
-	defer t.Stop()
+	t, stop := timer(c.opts.Reconnect)
+	defer stop()
 	select {
 	case <-up:
 		return c.conn(ctx)
-	case <-t.C:
+	case <-t:
 		return nil, 0, syscall.EIO
 	case <-ctx.Done():
 		return nil, 0, syscall.EINTR
 	}
+}
+
+// timer returns a channel that fires after d, never if d is negative,
+// and the function that stops it.
+func timer(d time.Duration) (<-chan time.Time, func() bool) {
+	if d < 0 {
+		return nil, func() bool { return false }
+	}
+	t := time.NewTimer(d)
+	return t.C, t.Stop
+}
+
+// HostTimeout returns the client options of a host timeout: d bounds the
+// wait for an unreachable host and, if longer than the default, for a
+// reply; a negative d waits for the host as long as it takes (hard).
+func HostTimeout(d time.Duration) (timeout, reconnect time.Duration) {
+	if d < 0 {
+		return -1, -1
+	}
+	return max(d, 2*time.Minute), d
 }
 
 // Call sends req for op and decodes the reply into resp. It returns nil,
@@ -296,15 +319,26 @@ func (c *Client) conn(ctx context.Context) (*clientConn, uint64, error) {
 // errno by ToErrno. Idempotent requests are retried across reconnects
 // to a resumed session.
 func (c *Client) Call(ctx context.Context, op Op, req, resp any) error {
+	return c.CallIn(ctx, 0, op, req, resp)
+}
+
+// CallIn is Call for a request whose node ids and handles belong to
+// host session epoch (Epoch): it fails with ErrSessionLost rather than
+// send them in another session, where they are void or name other
+// nodes. Epoch 0: any session.
+func (c *Client) CallIn(ctx context.Context, epoch uint64, op Op, req, resp any) error {
 	start := time.Now()
 	c.Stats.begin()
-	err := c.call(ctx, op, req, resp)
+	err := c.call(ctx, epoch, op, req, resp)
 	c.Stats.end(op, time.Since(start))
 	return err
 }
 
-func (c *Client) call(ctx context.Context, op Op, req, resp any) error {
+func (c *Client) call(ctx context.Context, want uint64, op Op, req, resp any) error {
 	cc, epoch, err := c.conn(ctx)
+	if err == nil && want != 0 && epoch != want {
+		return ErrSessionLost
+	}
 	id := c.nextID.Add(1) // kept across attempts: the host runs a repeat once
 	for attempt := 0; ; attempt++ {
 		if err != nil {

@@ -83,9 +83,9 @@ func (cc *clientConn) handshakeCall(ctx context.Context, op Op, id uint64, req, 
 func (cc *clientConn) wait(ctx context.Context, op Op, id uint64, ch chan reply) (reply, error) {
 	var timeout <-chan time.Time
 	if op != OpSetlk {
-		t := time.NewTimer(cc.c.opts.Timeout)
-		defer t.Stop()
-		timeout = t.C
+		var stop func() bool
+		timeout, stop = timer(cc.c.opts.Timeout)
+		defer stop()
 	}
 	select {
 	case r := <-ch:

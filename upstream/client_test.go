@@ -329,3 +329,54 @@ func TestHandshakeTimeout(t *testing.T) {
 		upstream.ClientOptions{Addr: mute(t, false), Timeout: 200 * time.Millisecond, Logf: testLogf(t)})
 	wantErrno(t, "NewClient", err, syscall.ETIMEDOUT)
 }
+
+// TestHardWaitsForHost: with no reconnect bound (a hard mount), a call
+// made while the host is down waits and succeeds once a host is back on
+// the same socket, and a call whose context ends gives up at once.
+func TestHardWaitsForHost(t *testing.T) {
+	ts := startServer(t, upstream.ServerOptions{})
+	timeout, reconnect := upstream.HostTimeout(-1)
+	c := newClient(t, ts.addr, upstream.ClientOptions{Timeout: timeout, Reconnect: reconnect})
+	must(t, c, upstream.OpPing, &upstream.Empty{}, &upstream.Empty{})
+	ts.stop()
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Call(context.Background(), upstream.OpStatfs, &upstream.Empty{}, &upstream.StatfsResp{})
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	killed := make(chan error, 1)
+	go func() { killed <- c.Call(ctx, upstream.OpStatfs, &upstream.Empty{}, &upstream.StatfsResp{}) }()
+	time.Sleep(300 * time.Millisecond) // longer than the host is down in TestServerGone
+	select {
+	case err := <-done:
+		t.Fatalf("Statfs with the host down ended before it came back: %v", err)
+	default:
+	}
+	cancel()
+	wantErrno(t, "Statfs whose context ended", waitErr(t, killed), syscall.EINTR)
+	startServerAt(t, upstream.ServerOptions{Export: ts.export}, ts.addr)
+	if err := waitErr(t, done); err != nil && !errors.Is(err, upstream.ErrSessionLost) {
+		t.Errorf("Statfs after the host came back: %v", err)
+	}
+}
+
+// TestCallInOtherSession: a request whose handle belongs to a session
+// the host no longer has is not sent in the new one, where its ids are
+// void or name other files: CallIn fails with ErrSessionLost.
+func TestCallInOtherSession(t *testing.T) {
+	ts := startServer(t, upstream.ServerOptions{})
+	c := newClient(t, ts.addr, upstream.ClientOptions{})
+	_, h := create(t, c, upstream.RootID, "f")
+	epoch := c.Epoch()
+	restart(t, c, ts)
+	_, h2 := create(t, c, upstream.RootID, "g") // may reuse h's number
+	write(t, c, h2, 0, []byte("other"))
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	var resp upstream.DataResp
+	err := c.CallIn(ctx, epoch, upstream.OpRead, &upstream.ReadReq{Handle: h, Size: 10}, &resp)
+	if !errors.Is(err, upstream.ErrSessionLost) {
+		t.Errorf("CallIn of an old session's handle %d (new handle %d): got %v, data %q; want ErrSessionLost",
+			h, h2, err, resp.Data)
+	}
+}

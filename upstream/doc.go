@@ -28,7 +28,12 @@
 // syscall.Errno where they can; anything else is logged and sent as EIO,
 // and a handler panic is recovered and sent as EREMOTEIO. The client
 // returns the host's Errno as it is, and maps failures of the link to
-// EIO, ETIMEDOUT or ErrSessionLost.
+// EIO, ETIMEDOUT or ErrSessionLost. A request waits for a lost
+// connection to come back up to ClientOptions.Reconnect and for a reply
+// up to Timeout (negative: no bound, a hard mount), and stops waiting
+// with EINTR when its context ends. CallIn fails with ErrSessionLost a
+// request whose ids belong to a session other than the one it would be
+// sent in.
 //
 // # Host server
 //

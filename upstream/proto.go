@@ -6,8 +6,9 @@ package upstream
 // protocol version change.
 
 // Version is the protocol version spoken by this build. Version 2 added
-// the second step of the handshake (OpAuth) and HelloResp.Proof.
-const Version = 3
+// the second step of the handshake (OpAuth) and HelloResp.Proof;
+// version 4 added WriteReq.Gid.
+const Version = 4
 
 // Magic opens every handshake.
 const Magic = "CACHEFS1"
@@ -336,13 +337,19 @@ type DataResp struct {
 	Data []byte
 }
 
-// Write flags.
+// Write flags. WriteKillSuidgid: the writer may not keep set-id bits
+// (it lacks CAP_FSETID). The write then drops set-user-ID, and
+// set-group-ID where group execution is set or the file's group is not
+// WriteReq.Gid, the writer's: Linux's rule, but for the writer's
+// supplementary groups, which the guest's kernel does not send (a file
+// of one of those loses the bit too, the safe side).
 const WriteKillSuidgid uint32 = 1
 
 type WriteReq struct {
 	Handle uint64
 	Offset int64
 	Flags  uint32
+	Gid    uint32 // the writer's group (file system gid)
 	Data   []byte
 }
 

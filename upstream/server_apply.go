@@ -16,7 +16,8 @@ import (
 // request. Each is idempotent: re-applying a batch after a lost reply or
 // a guest crash ends in the same host state.
 //
-// An op that fails for lack of space (ENOSPC, EDQUOT) ends the request:
+// An op that fails for lack of space (ENOSPC, EDQUOT), descriptors or
+// memory (WBStalls) ends the request:
 // the guest keeps it and sends it again once there is space, so the ops
 // after it are not applied before it (they get ECANCELED).
 
@@ -41,7 +42,7 @@ func (ss *session) apply(req *ApplyReq, resp *ApplyResp) error {
 			continue
 		}
 		resp.Errnos[i] = uint32(toErrno(err))
-		if err == unix.ENOSPC || err == unix.EDQUOT {
+		if WBStalls(toErrno(err)) {
 			for j := i + 1; j < len(req.Ops); j++ {
 				resp.Errnos[j] = uint32(unix.ECANCELED)
 			}
@@ -152,6 +153,13 @@ func (ss *session) markPath(dfd int, name string, ops ...invalidation.Op) {
 }
 
 func (ss *session) applyOne(w *dirWalker, op *WBOp) error {
+	if op.Path == "" && op.Kind == WBSetattr { // the export root itself: its mode, owner, times
+		dfd, err := w.dir("")
+		if err != nil {
+			return err
+		}
+		return ss.applyWBSetattr(dfd, ".", op)
+	}
 	dfd, name, err := w.parent(op.Path)
 	if err != nil {
 		return err
@@ -180,7 +188,10 @@ func (ss *session) applyOne(w *dirWalker, op *WBOp) error {
 		} else if err == unix.EEXIST {
 			err = isType(dfd, name, unix.S_IFREG)
 		}
-		return ss.applyOwner(dfd, name, op, err)
+		if err := ss.applyOwner(dfd, name, op, err); err != nil {
+			return err
+		}
+		return applyTimes(dfd, name, op)
 	case WBSymlink:
 		ss.markPath(dfd, name, invalidation.Create, invalidation.Attrib)
 		err = unix.Symlinkat(op.Target, dfd, name)
@@ -190,7 +201,10 @@ func (ss *session) applyOne(w *dirWalker, op *WBOp) error {
 				err = nil
 			}
 		}
-		return ss.applyOwner(dfd, name, op, err)
+		if err := ss.applyOwner(dfd, name, op, err); err != nil {
+			return err
+		}
+		return applyTimes(dfd, name, op)
 	case WBWrite:
 		ss.markPath(dfd, name, invalidation.Modify, invalidation.Attrib)
 		return applyWrite(dfd, name, op)
@@ -241,6 +255,12 @@ func applyWrite(dfd int, name string, op *WBOp) error {
 		}
 		off, b = off+int64(n), b[n:]
 	}
+	return applyTimes(dfd, name, op)
+}
+
+// applyTimes sets name's times to the guest's, if op carries them (a
+// write's, a symlink's): not left at the time of the write-back.
+func applyTimes(dfd int, name string, op *WBOp) error {
 	if op.Valid&(SetAtime|SetMtime) == 0 {
 		return nil
 	}

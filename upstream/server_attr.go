@@ -75,7 +75,10 @@ func (ss *session) newMode(req *SetattrReq, fmt uint32, fd int, st *unix.Stat_t)
 			mode = killOnChown(mode)
 		}
 	}
-	if kill {
+	switch {
+	case kill && req.Valid&(SetUid|SetGid) != 0:
+		mode = killOnChown(mode) // as the host's chown by root does
+	case kill:
 		mode &^= setidBits
 	}
 	return mode, set || mode != cur, absent

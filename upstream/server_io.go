@@ -118,7 +118,7 @@ func (ss *session) write(req *WriteReq, resp *WriteResp) error {
 	}
 	return ss.withFile(req.Handle, func(f *openFile, fd int) error {
 		if req.Flags&WriteKillSuidgid != 0 {
-			if err := ss.srv.killSetid(fd); err != nil {
+			if err := ss.killSetidOnWrite(fd, req.Gid); err != nil {
 				return err
 			}
 		}

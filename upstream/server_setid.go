@@ -137,24 +137,50 @@ func (s *Server) chownedMode(fmt, mode uint32) uint32 {
 	return killOnChown(mode)
 }
 
-// killSetid drops every set-id bit of the file behind fd, as a write by
-// an unprivileged guest process must (WriteKillSuidgid); the server may
-// be privileged and keep them otherwise.
-func (s *Server) killSetid(fd int) error {
+// killSetidOnWrite drops the set-id bits of the file behind fd that a
+// write by an unprivileged guest process of group writer drops
+// (WriteKillSuidgid); the server may be privileged and keep them
+// otherwise.
+func (ss *session) killSetidOnWrite(fd int, writer uint32) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return err
 	}
-	if st.Mode&setidBits != 0 {
-		if err := unix.Fchmod(fd, st.Mode&07777&^setidBits); err != nil {
-			return err
+	inGroup := func() bool {
+		gid := st.Gid
+		if ss.srv.ownerXattr {
+			_, gid = ss.readOwner(fd, st.Uid, st.Gid)
+		}
+		return gid == writer
+	}
+	if host := st.Mode & 07777; host&setidBits != 0 {
+		if mode := killOnWrite(host, inGroup); mode != host {
+			if err := unix.Fchmod(fd, mode); err != nil {
+				return err
+			}
 		}
 	}
-	if !s.keepsSetid(st.Mode & unix.S_IFMT) {
+	if !ss.srv.keepsSetid(st.Mode & unix.S_IFMT) {
 		return nil
 	}
-	if bits, _ := readSetid(unix.Getxattr, hostfs.FDPath(fd)); bits != 0 {
-		return s.writeSetid(hostfs.FDPath(fd), 0)
+	bits, _ := readSetid(unix.Getxattr, hostfs.FDPath(fd))
+	if bits == 0 {
+		return nil
+	}
+	if left := killOnWrite(bits|st.Mode&unix.S_IXGRP, inGroup) & setidBits; left != bits {
+		return ss.srv.writeSetid(hostfs.FDPath(fd), left)
 	}
 	return nil
+}
+
+// killOnWrite returns mode less the set-id bits a write by a process
+// without CAP_FSETID drops: set-user-ID, and set-group-ID where group
+// execution is set or the writer is not in the file's group (inGroup,
+// asked only then).
+func killOnWrite(mode uint32, inGroup func() bool) uint32 {
+	mode &^= unix.S_ISUID
+	if mode&unix.S_ISGID != 0 && (mode&unix.S_IXGRP != 0 || !inGroup()) {
+		mode &^= unix.S_ISGID
+	}
+	return mode
 }

@@ -175,10 +175,10 @@ func (s *sender) finish() {
 // transient reports errnos that may pass if the ops are sent again.
 func transient(e syscall.Errno) bool {
 	switch e {
-	case syscall.ENOSPC, syscall.EDQUOT, syscall.ECANCELED, syscall.EAGAIN, syscall.EIO, syscall.EINTR:
+	case syscall.ECANCELED, syscall.EAGAIN, syscall.EIO, syscall.EINTR:
 		return true
 	}
-	return false
+	return upstream.WBStalls(e)
 }
 
 func opName(k uint8) string {

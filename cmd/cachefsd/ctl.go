@@ -6,18 +6,22 @@ import (
 	"bufio"
 	"cmp"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/cachefs/cachefs/cachefs"
+	"github.com/cachefs/cachefs/consistency"
 )
 
 // ctlCommands are ctl's subcommands, for its usage.
@@ -80,6 +84,12 @@ func ctl(args []string) error {
 
 func ctlRequest(args []string) (*cachefs.CtlRequest, error) {
 	req := &cachefs.CtlRequest{Cmd: args[0]}
+	if !slices.ContainsFunc(ctlCommands, func(c struct{ use, what string }) bool {
+		return strings.Fields(c.use)[0] == args[0]
+	}) {
+		fl, _, _ := newCtlFlags()
+		return nil, fmt.Errorf("unknown ctl command %q\n%s", args[0], ctlUsage(fl))
+	}
 	switch args[0] {
 	case "register":
 		fl := flag.NewFlagSet("register", flag.ExitOnError)
@@ -87,6 +97,9 @@ func ctlRequest(args []string) (*cachefs.CtlRequest, error) {
 		fl.Parse(args[1:])
 		if fl.NArg() != 1 || *mode == "" {
 			return nil, fmt.Errorf("usage: ctl register --mode MODE PATH")
+		}
+		if _, err := consistency.ParseMode(*mode); err != nil {
+			return nil, fmt.Errorf("register: %w", err)
 		}
 		path, err := registerPath(fl.Arg(0))
 		if err != nil {
@@ -129,11 +142,25 @@ func registerPath(p string) (string, error) {
 
 // ctlCall sends one request to a daemon's control socket.
 func ctlCall(sock string, req *cachefs.CtlRequest) (*cachefs.CtlResponse, error) {
+	return ctlCallChecked(sock, req, nil)
+}
+
+// ctlCallChecked is ctlCall, but check, unless nil, sees the connection
+// first: its error is returned, and the request is not sent.
+func ctlCallChecked(sock string, req *cachefs.CtlRequest, check func(net.Conn) error) (*cachefs.CtlResponse, error) {
 	c, err := net.DialTimeout("unix", sock, 5*time.Second)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
+		return nil, fmt.Errorf("no guest daemon answers on %s (is `cachefsd mount` running with --ctl %s? ctl --socket names another): %w", sock, sock, err)
+	}
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
+	if check != nil {
+		if err := check(c); err != nil {
+			return nil, err
+		}
+	}
 	c.SetDeadline(time.Now().Add(10 * time.Minute))
 	if err := json.NewEncoder(c).Encode(req); err != nil {
 		return nil, err

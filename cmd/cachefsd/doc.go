@@ -1,7 +1,8 @@
 // Command cachefsd is the cachefs daemon: `serve` exports host
 // directories, `mount` mounts one in a guest, `local` runs both in one
-// process, and `ctl` talks to a running guest daemon's control socket
-// (stats, ping, modes, register, unregister, flush). See the README.
+// process, `volume-plugin` serves Docker volumes of a mount, and `ctl`
+// talks to a running guest daemon's control socket (stats, ping, modes,
+// register, unregister, flush). See the README.
 //
 // # Files
 //
@@ -16,8 +17,14 @@
 //     signals (holders.go names who keeps a mount busy), and what is
 //     left afterwards (guest_state.go: the default state directory goes
 //     unless it keeps changes not written back).
-//   - mount_helper.go: mount.fuse.cachefs, for mount(8) and fstab.
+//   - mount_helper.go: mount.fuse.cachefs, for mount(8) and fstab;
+//     contrib/systemd: the units of serve and mount (Type=notify).
 //   - ctl.go: the control client.
+//   - volume_api.go, volume_plugin.go, volume_state.go, volume_peer.go:
+//     volume-plugin, Docker's volume plugin protocol; a volume is a
+//     subtree of a mount, registered with its mode by ctl requests while
+//     containers mount it, each registration tied to the guest daemon
+//     that holds it (its pid and start time, from the control socket).
 //   - uring.go: --uring.
 //
 // Unix sockets a live process accepts on are refused, stale ones

@@ -23,3 +23,13 @@ func newCtlFlags() (fl *flag.FlagSet, sock *string, asJSON *bool) {
 }
 
 func ctlUsage(*flag.FlagSet) string { return "ctl: Linux only\n" }
+
+// The Docker volume plugin registers subtrees with the guest daemon:
+// it runs in the guest.
+func volumePlugin([]string) error {
+	return errors.New("volume-plugin is a guest command: it runs on Linux only")
+}
+
+func newVolumePluginFlags() (*flag.FlagSet, struct{}) {
+	return flag.NewFlagSet("volume-plugin", flag.ContinueOnError), struct{}{}
+}

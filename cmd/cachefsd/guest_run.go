@@ -130,6 +130,9 @@ func (r *guestRun) onSignals(sigs <-chan os.Signal) {
 	steps := []func(){r.stop, r.detach, r.exit}
 	for i := 0; ; i++ {
 		<-sigs
+		if i == 0 {
+			notifySystemd("STOPPING=1")
+		}
 		go steps[min(i, len(steps)-1)]()
 	}
 }

@@ -232,7 +232,7 @@ func waitListening(t *testing.T, d *daemon, sock string) {
 
 // startGuest runs `cachefsd mount` or `cachefsd local` (argv without the
 // control socket and mountpoint) and waits until the mount is up, which
-// is when the control socket appears. Cleanup stops it (SIGTERM
+// is when the control socket accepts. Cleanup stops it (SIGTERM
 // unmounts) and detaches a mount a killed daemon left behind.
 func startGuest(t *testing.T, name, mnt, ctl string, argv ...string) *daemon {
 	t.Helper()
@@ -245,10 +245,10 @@ func startGuest(t *testing.T, name, mnt, ctl string, argv ...string) *daemon {
 }
 
 // waitMounted waits until guest daemon d has mounted mnt, which is when
-// its control socket ctl appears.
+// its control socket ctl accepts (a killed daemon's may still be there).
 func waitMounted(t *testing.T, d *daemon, mnt, ctl string) {
 	t.Helper()
-	waitFor(t, 15*time.Second, "the mount", func() bool { return isSocket(ctl) || d.exited() })
+	waitFor(t, 15*time.Second, "the mount", func() bool { return accepts(ctl) || d.exited() })
 	if d.exited() {
 		t.Fatalf("%s exited: %s", d.name, d.out.String())
 	}

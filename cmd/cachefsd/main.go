@@ -23,6 +23,8 @@ func main() {
 		err = local(os.Args[2:])
 	case "ctl":
 		err = ctl(os.Args[2:])
+	case "volume-plugin":
+		err = volumePlugin(os.Args[2:])
 	case "mount-helper":
 		err = mountHelper(os.Args[2:])
 	case "version", "--version", "-version":

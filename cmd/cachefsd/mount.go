@@ -36,6 +36,7 @@ type guestFlags struct {
 	oneConn     bool
 	xattrs      bool // of the cached connection
 	overlay     bool
+	hostTimeout hostTimeout // hosttimeout.go
 }
 
 func (g *guestFlags) register(fl *flag.FlagSet) {
@@ -53,6 +54,7 @@ func (g *guestFlags) register(fl *flag.FlagSet) {
 	fl.BoolVar(&g.oneConn, "one-connection", false, "serve every mode over the one kernel connection at the mountpoint, instead of each registered mode over a connection of its own")
 	fl.BoolVar(&g.xattrs, "cached-xattrs", true, "serve extended attributes and ACLs in cached subtrees; without them (=false) the guest kernel answers a warm `ls -l` alone (docs/connections.md)")
 	fl.BoolVar(&g.overlay, "overlay", false, "serve delegated subtrees as overlays over a cached view, written back from the state directory (docs/overlay.md)")
+	fl.Var(&g.hostTimeout, "host-timeout", "how long a request waits for a host that is down before it fails with EIO: a duration, or hard to wait as long as it takes; a fatal signal always ends the wait (docs/faults.md)")
 	fl.StringVar(&g.stateDir, "state-dir", "", "write-back journal of delegated subtrees, kept across restarts (default: under "+defaultStateDir()+", one per mountpoint)")
 }
 
@@ -125,21 +127,21 @@ func mount(args []string) error {
 	if err != nil {
 		return err
 	}
+	uring, off, err := g.useURing() // before cachefs.New makes the state directory
+	if err != nil {
+		return err
+	}
 	secret, err := g.secret()
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := upstream.NewClient(ctx, upstream.ClientOptions{Addr: addr, LinkDelay: g.linkDelay, Secret: secret})
+	c, err := upstream.NewClient(ctx, g.hostTimeout.clientOptions(upstream.ClientOptions{Addr: addr, LinkDelay: g.linkDelay, Secret: secret}))
 	if err != nil {
 		return err
 	}
 	fs, err := cachefs.New(g.options(c, pol, fl.Arg(0)))
-	if err != nil {
-		return err
-	}
-	uring, off, err := g.useURing()
 	if err != nil {
 		return err
 	}
@@ -188,5 +190,5 @@ func (g *guestFlags) localOptions(export, mnt string, pol *consistency.Policy, s
 	fo := g.options(nil, pol, mnt)
 	return harness.Options{Export: export, Mountpoint: mnt, FS: fo, OneConnection: g.oneConn, NoCachedXattrs: !g.xattrs,
 		Server:    upstream.ServerOptions{Secret: secret, Unwatched: []string{fo.StateDir}},
-		LinkDelay: g.linkDelay, Debug: g.debug, Logf: log.Printf}
+		LinkDelay: g.linkDelay, Debug: g.debug, Logf: log.Printf, HostTimeout: g.hostTimeout.duration()}
 }

@@ -9,10 +9,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Readiness, told once the mount is up and the control socket answers:
+// Readiness, told once the mount is up and the control socket answers
+// (serve: once it listens):
 //
 //   - to systemd, by sd_notify's READY=1 on $NOTIFY_SOCKET (a unit of
-//     Type=notify);
+//     Type=notify, contrib/systemd), and STOPPING=1 on the first stop
+//     signal;
 //   - to the mount helper (mount_helper.go) that started the daemon in
 //     the background, by "ready\n" on the descriptor $CACHEFSD_READY_FD,
 //     after the daemon has moved its output to $CACHEFSD_LOG (or
@@ -25,17 +27,23 @@ const (
 
 // notifyReady tells whoever waits that the daemon is ready.
 func notifyReady() {
-	if sock := os.Getenv("NOTIFY_SOCKET"); sock != "" {
-		if err := sdNotify(sock, "READY=1"); err != nil {
-			log.Printf("cachefsd: sd_notify: %v", err)
-		}
-	}
+	notifySystemd("READY=1")
 	if fd, err := strconv.Atoi(os.Getenv(readyFDEnv)); err == nil && fd > 2 {
 		os.Unsetenv(readyFDEnv)
 		detachOutput(os.Getenv(logEnv))
 		f := os.NewFile(uintptr(fd), "ready")
 		f.WriteString("ready\n")
 		f.Close()
+	}
+}
+
+// notifySystemd sends state to systemd if it runs the daemon as a unit
+// of Type=notify.
+func notifySystemd(state string) {
+	if sock := os.Getenv("NOTIFY_SOCKET"); sock != "" {
+		if err := sdNotify(sock, state); err != nil {
+			log.Printf("cachefsd: sd_notify %s: %v", state, err)
+		}
 	}
 }
 

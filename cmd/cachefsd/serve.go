@@ -79,13 +79,19 @@ func serve(args []string) error {
 	} else {
 		log.Printf("cachefsd: watching with %v", w.Kind)
 	}
-	go stopOnSignal(func() { l.Close(); srv.Close() })
+	stopOnSignal(func() { notifySystemd("STOPPING=1"); l.Close(); srv.Close() })
+	notifySystemd("READY=1") // the socket accepts: connections queue until Serve takes them
 	return srv.Serve(l)
 }
 
+// stopOnSignal runs stop on the first SIGINT or SIGTERM. The signals
+// are caught when it returns: one right after readiness is told is a
+// clean stop too, not the default death.
 func stopOnSignal(stop func()) {
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
-	<-ch
-	stop()
+	go func() {
+		<-ch
+		stop()
+	}()
 }

@@ -15,13 +15,15 @@ const usageHead = `usage:
   cachefsd mount --upstream ADDR [guest flags] MOUNTPOINT
   cachefsd local --export DIR [guest flags] MOUNTPOINT
   cachefsd ctl [--socket PATH] [--json] COMMAND
+  cachefsd volume-plugin --mountpoint DIR [volume-plugin flags]
   cachefsd version, cachefsd --version
   cachefsd mount-helper ADDR MOUNTPOINT [-sfnv] [-o OPTIONS]
       (mount.fuse.cachefs, as mount -t fuse.cachefs runs it; OPTIONS are
       guest flags by name, mode= for --default-mode, log=PATH)
 
 serve exports a host directory; mount mounts one in a guest; local runs
-both in one process; ctl talks to a running mount or local.
+both in one process; ctl talks to a running mount or local;
+volume-plugin serves Docker volumes of subtrees of a mount, each in its mode.
 `
 
 const usageTail = `
@@ -40,6 +42,8 @@ func usage() string {
 	printFlags(&b, fls[0])
 	b.WriteString("\nguest flags (mount and local):\n")
 	printFlags(&b, fls[1])
+	b.WriteString("\nvolume-plugin flags:\n")
+	printFlags(&b, fls[3])
 	b.WriteString("\n")
 	b.WriteString(ctlUsage(fls[2]))
 	b.WriteString(usageTail)
@@ -47,14 +51,15 @@ func usage() string {
 }
 
 // commandFlags returns the flag sets of serve, of the guest commands
-// (mount's, with local's --export) and of ctl.
+// (mount's, with local's --export), of ctl and of volume-plugin.
 func commandFlags() []*flag.FlagSet {
 	serve, _ := newServeFlags()
 	guest := guestFlagSet()
 	guest.String("upstream", "", "mount: host server address (required)")
 	guest.String("export", "", "local: directory to export (required)")
 	ctl, _, _ := newCtlFlags()
-	return []*flag.FlagSet{serve, guest, ctl}
+	plugin, _ := newVolumePluginFlags()
+	return []*flag.FlagSet{serve, guest, ctl, plugin}
 }
 
 // guestFlagSet returns the flags mount and local share.

@@ -110,9 +110,10 @@
 // The kernel sends INTERRUPT through /dev/fuse, to go-fuse's server,
 // which does not know requests served here and answers EAGAIN, so the
 // kernel sends it again until the request ends. Requests answered on
-// the queue thread end at once; for a blocking one a watcher polls the
-// caller's pending signals and, when one is deliverable, interrupts the
-// request in the ProtocolServer, as the INTERRUPT would have.
+// the queue thread end at once; for a blocking lock, and for any request
+// handed off as overdue, a watcher polls the caller's pending signals
+// and, when one is deliverable, interrupts the request in the
+// ProtocolServer, as the INTERRUPT would have.
 //
 // # Known limit
 //

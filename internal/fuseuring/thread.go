@@ -24,17 +24,19 @@ import (
 // between one and two HandOffs. The watch runs only while the thread
 // serves requests; the thread's own cost per request is three atomic
 // operations (a timer reset per request cost 0.5 us: it woke Go's
-// netpoller).
+// netpoller), and a fourth that names the entry for an overdue
+// request's signal watch (watchOverdue).
 type thread struct {
 	q   *queue
 	gen uint64        // the generation it serves the queue as; under q.mu
 	run chan struct{} // a spare is handed the queue
 
-	n        uint64        // requests it began; the thread's own
-	cur      atomic.Uint64 // the number of the request it answers, 0 between requests
-	watching atomic.Bool   // watch is scheduled
-	watch    *time.Timer   // runs check
-	seen     uint64        // cur at the last check; check's own
+	n        uint64                // requests it began; the thread's own
+	cur      atomic.Uint64         // the number of the request it answers, 0 between requests
+	ent      atomic.Pointer[entry] // the entry of request cur, set before cur
+	watching atomic.Bool           // watch is scheduled
+	watch    *time.Timer           // runs check
+	seen     uint64                // cur at the last check; check's own
 }
 
 func newThread(q *queue, gen uint64) *thread {
@@ -116,6 +118,7 @@ func (t *thread) answer(user uint64) bool {
 		return true
 	}
 	t.n++
+	t.ent.Store(e)
 	t.cur.Store(t.n)
 	if !t.watching.Load() && t.watching.CompareAndSwap(false, true) {
 		t.watch.Reset(q.opts.HandOff)
@@ -168,7 +171,30 @@ func (t *thread) handOff(c uint64) bool {
 	q.gen++
 	q.rings.handoffs.Add(1)
 	q.handOffLocked()
+	if e := t.ent.Load(); e != nil {
+		h := (*fuse.InHeader)(unsafe.Pointer(&e.hdr[0]))
+		go t.watchOverdue(c, h.Unique, h.Pid)
+	}
 	return true
+}
+
+// watchOverdue interrupts request c, handed off as overdue, once its
+// caller tid has a signal pending, as the kernel's INTERRUPT would have
+// (Interrupts in doc.go); it ends when t answered c. If t went on to
+// another request before unique was read, the watch ends at its first
+// look.
+func (t *thread) watchOverdue(c, unique uint64, tid uint32) {
+	tk := time.NewTicker(signalPoll)
+	defer tk.Stop()
+	for range tk.C {
+		if t.cur.Load() != c {
+			return
+		}
+		if signalPending(tid) {
+			interrupt(t.q.ps, unique)
+			return
+		}
+	}
 }
 
 // handOffLocked gives the queue to a spare thread, or to a new one, as

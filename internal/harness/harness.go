@@ -42,7 +42,11 @@ type Options struct {
 	// NoCachedXattrs serves the cached connection without extended
 	// attributes (cachefs.GuestOptions.NoCachedXattrs).
 	NoCachedXattrs bool
-	Logf           func(format string, args ...any)
+	// HostTimeout bounds the client's wait for a host that is down
+	// (upstream.HostTimeout). Zero: the client's default; negative: no
+	// bound (hard).
+	HostTimeout time.Duration
+	Logf        func(format string, args ...any)
 }
 
 // Env is a running server, client and mount.
@@ -95,8 +99,11 @@ func (e *Env) start(o Options) error {
 	go srv.Serve(e.Listener)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	e.Client, err = upstream.NewClient(ctx, upstream.ClientOptions{Addr: "unix://" + e.Socket,
-		LinkDelay: o.LinkDelay, Secret: so.Secret, Logf: o.Logf})
+	co := upstream.ClientOptions{Addr: "unix://" + e.Socket, LinkDelay: o.LinkDelay, Secret: so.Secret, Logf: o.Logf}
+	if o.HostTimeout != 0 {
+		co.Timeout, co.Reconnect = upstream.HostTimeout(o.HostTimeout)
+	}
+	e.Client, err = upstream.NewClient(ctx, co)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}

@@ -17,8 +17,9 @@ package posixtest
 import "testing"
 
 // ProcessWide names the tests that change state of the whole process
-// (the umask): they may not run beside other tests.
-var ProcessWide = map[string]bool{"Umask": true}
+// (the umask) or measure it: they may not run beside other tests.
+// SparsePast2G measures the process's memory peak.
+var ProcessWide = map[string]bool{"Umask": true, "SparsePast2G": true}
 
 // All holds every test by name.
 var All = map[string]func(t *testing.T, dir string){
@@ -37,6 +38,13 @@ var All = map[string]func(t *testing.T, dir string){
 	"LargeFile":          LargeFile,
 	"WriteUpdatesTimes":  WriteUpdatesTimes,
 	"CopyFileRange":      CopyFileRange,
+	// resize.go
+	"OpenTruncAfterStat":  OpenTruncAfterStat,
+	"TruncateThenPwrite":  TruncateThenPwrite,
+	"TruncateThenAppend":  TruncateThenAppend,
+	"TruncateShrinkStays": TruncateShrinkStays,
+	"RenameOpenThenWrite": RenameOpenThenWrite,
+	"SparsePast2G":        SparsePast2G,
 	// dir.go
 	"MkdirRmdir":    MkdirRmdir,
 	"ReaddirBig":    ReaddirBig,
@@ -52,12 +60,13 @@ var All = map[string]func(t *testing.T, dir string){
 	"SymlinkLong":     SymlinkLong,
 	"HardLink":        HardLink,
 	// rename.go
-	"RenameFile":      RenameFile,
-	"RenameOverFile":  RenameOverFile,
-	"RenameDir":       RenameDir,
-	"RenameOtherDir":  RenameOtherDir,
-	"RenameNoreplace": RenameNoreplace,
-	"RenameExchange":  RenameExchange,
+	"RenameFile":          RenameFile,
+	"RenameOverFile":      RenameOverFile,
+	"RenameDir":           RenameDir,
+	"RenameOtherDir":      RenameOtherDir,
+	"RenameNoreplace":     RenameNoreplace,
+	"RenameExchange":      RenameExchange,
+	"RenameOverLinkCtime": RenameOverLinkCtime,
 	// attr.go
 	"Chmod":          Chmod,
 	"ChmodZero":      ChmodZero,
@@ -89,11 +98,17 @@ var All = map[string]func(t *testing.T, dir string){
 	"RemoveThenMiss":        RemoveThenMiss,
 	"AttrsFollowChanges":    AttrsFollowChanges,
 	"DirTimes":              DirTimes,
+	"DirTimesLinkMknod":     DirTimesLinkMknod,
 	"RmdirOpenDir":          RmdirOpenDir,
 	"RecreateDifferentType": RecreateDifferentType,
 	// concurrent.go
 	"ConcurrentCreate": ConcurrentCreate,
 	"ConcurrentWrites": ConcurrentWrites,
+	// setid.go
+	"WriteKillsSetid": WriteKillsSetid,
+	// odirect.go
+	"ODirect":               ODirect,
+	"ODirectBesideBuffered": ODirectBesideBuffered,
 	// mmap.go
 	"MmapRead":  MmapRead,
 	"MmapWrite": MmapWrite,

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -51,6 +52,30 @@ func RenameOverFile(t *testing.T, dir string) {
 	check(t, unix.Rename(b, c), "Rename onto another link of the same file")
 	wantContent(t, b, "new")
 	wantContent(t, c, "new")
+}
+
+// RenameOverLinkCtime renames over a file still reachable by a hard
+// link: that inode loses a link, and its ctime moves, seen through the
+// other name and through a descriptor.
+func RenameOverLinkCtime(t *testing.T, dir string) {
+	a, b, c := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "c")
+	writeFile(t, a, "new")
+	writeFile(t, b, "old")
+	check(t, os.Link(b, c), "Link")
+	f := open(t, c, os.O_RDONLY, 0)
+	before := lstat(t, c)
+	eq(t, "nlink before", before.Nlink, 2)
+	time.Sleep(20 * time.Millisecond)
+	check(t, unix.Rename(a, b), "Rename over a linked file")
+	after := lstat(t, c)
+	eq(t, "nlink through the other link", after.Nlink, 1)
+	if unix.TimespecToNsec(after.Ctim) <= unix.TimespecToNsec(before.Ctim) {
+		t.Fatalf("ctime of the replaced inode: got %v, want after %v", after.Ctim, before.Ctim)
+	}
+	eq(t, "ctime by fstat", fstat(t, f).Ctim, after.Ctim)
+	eq(t, "nlink by fstat", fstat(t, f).Nlink, 1)
+	wantContent(t, c, "old")
+	wantContent(t, b, "new")
 }
 
 // RenameDir moves directories over empty ones, and checks the errors of

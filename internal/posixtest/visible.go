@@ -119,6 +119,41 @@ func DirTimes(t *testing.T, dir string) {
 	}
 }
 
+// DirTimesLinkMknod checks that link, mkfifo, mknod and symlink update
+// the parent directory's mtime and ctime, as DirTimes does for the
+// other changes of a directory.
+func DirTimesLinkMknod(t *testing.T, dir string) {
+	d := filepath.Join(dir, "d")
+	check(t, os.Mkdir(d, 0755), "Mkdir")
+	src := filepath.Join(dir, "src")
+	writeFile(t, src, "x")
+	old := time.Unix(1000000000, 0)
+	steps := []struct {
+		what string
+		do   func() error
+	}{
+		{"link", func() error { return os.Link(src, filepath.Join(d, "l")) }},
+		{"mkfifo", func() error { return unix.Mkfifo(filepath.Join(d, "p"), 0644) }},
+		{"mknod fifo", func() error { return unix.Mknod(filepath.Join(d, "q"), unix.S_IFIFO|0644, 0) }},
+		{"mknod socket", func() error { return unix.Mknod(filepath.Join(d, "s"), unix.S_IFSOCK|0644, 0) }},
+		{"mknod file", func() error { return unix.Mknod(filepath.Join(d, "r"), unix.S_IFREG|0644, 0) }},
+		{"symlink", func() error { return os.Symlink("x", filepath.Join(d, "y")) }},
+	}
+	for _, s := range steps {
+		check(t, os.Chtimes(d, old, old), "Chtimes")
+		before := lstat(t, d)
+		time.Sleep(10 * time.Millisecond)
+		check(t, s.do(), s.what)
+		after := lstat(t, d)
+		if after.Mtim.Sec == old.Unix() {
+			t.Fatalf("directory mtime unchanged by %s", s.what)
+		}
+		if unix.TimespecToNsec(after.Ctim) <= unix.TimespecToNsec(before.Ctim) {
+			t.Fatalf("directory ctime unchanged by %s", s.what)
+		}
+	}
+}
+
 // RmdirOpenDir removes a directory that is open: reading it yields
 // nothing more and nothing can be made in it.
 func RmdirOpenDir(t *testing.T, dir string) {

@@ -1,0 +1,88 @@
+package cachefs_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestDelegatedLinkRenameKeepsData: a file with a second name loses the
+// name the guest knew it by (removed, or replaced by a rename), then
+// changes mode and grows through another name, all in the guest: after
+// a flush the host's copy holds every byte and the mode.
+func TestDelegatedLinkRenameKeepsData(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		steps []string // op, then paths
+	}{
+		{"link mv rm", []string{"link x l", "rename x m", "remove l"}},
+		{"rename over a link", []string{"write y", "link x m", "rename y x"}},
+		{"link rm", []string{"link x m", "remove x"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			export := t.TempDir()
+			env := startDelegated(t, export, t.TempDir())
+			runLinkSteps(t, env.Mountpoint, append([]string{"write x"}, c.steps...))
+			runLinkSteps(t, env.Mountpoint, []string{"chmod m", "append m"})
+			if failed := env.FS.WriteBack(); len(failed) > 0 {
+				t.Fatalf("write-back failures: %+v", failed)
+			}
+			for _, root := range []string{env.Mountpoint, export} {
+				wantFile(t, filepath.Join(root, "m"), "first second", 0600)
+				if _, err := os.Lstat(filepath.Join(root, "l")); !os.IsNotExist(err) {
+					t.Errorf("l under %s: got %v, want it gone", root, err)
+				}
+			}
+		})
+	}
+}
+
+// runLinkSteps runs steps such as "link x l" on names in dir.
+func runLinkSteps(t *testing.T, dir string, steps []string) {
+	t.Helper()
+	for _, s := range steps {
+		var op, a, b string
+		fmt.Sscan(s, &op, &a, &b)
+		a, b = filepath.Join(dir, a), filepath.Join(dir, b)
+		var err error
+		switch op {
+		case "write":
+			err = os.WriteFile(a, []byte("first "), 0644)
+		case "link":
+			err = os.Link(a, b)
+		case "rename":
+			err = os.Rename(a, b)
+		case "remove":
+			err = os.Remove(a)
+		case "chmod":
+			err = os.Chmod(a, 0600)
+		case "append":
+			var f *os.File
+			if f, err = os.OpenFile(a, os.O_WRONLY|os.O_APPEND, 0); err == nil {
+				_, err = f.Write([]byte("second"))
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+			}
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
+// wantFile fails the test unless p holds data with permissions perm.
+func wantFile(t *testing.T, p, data string, perm os.FileMode) {
+	t.Helper()
+	got, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("ReadFile: %v", err)
+	}
+	if string(got) != data {
+		t.Errorf("%s: got %q, want %q", p, got, data)
+	}
+	if st, err := os.Lstat(p); err != nil || st.Mode().Perm() != perm {
+		t.Errorf("mode of %s: got %v (%v), want %v", p, st.Mode().Perm(), err, perm)
+	}
+}

@@ -1,0 +1,162 @@
+package cachefs_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestDelegatedStressThenCompare: goroutines at once each change a
+// directory of their own in a delegated subtree at random (creates,
+// writes, appends, sparse writes, truncates, renames of files and
+// directories, unlinks, mkdir, rmdir, symlinks, chmod, chown, utimes;
+// hard links with CACHEFS_STRESS_HARDLINKS=1), then everything is
+// written back, and CompareTrees finds no difference between the guest
+// and the host. CACHEFS_STRESS_OPS sets the operations per goroutine
+// (default 120), CACHEFS_EXERCISER_SEED the seed.
+func TestDelegatedStressThenCompare(t *testing.T) {
+	seed, ops := exerciserSeed(t), envInt(t, "CACHEFS_STRESS_OPS", 120)
+	links := os.Getenv("CACHEFS_STRESS_HARDLINKS") == "1"
+	export := t.TempDir()
+	env := startDelegated(t, export, t.TempDir())
+	var wg sync.WaitGroup
+	for i := range 4 {
+		s := &stresser{rng: rand.New(rand.NewPCG(seed, uint64(i))), dir: filepath.Join(env.Mountpoint, fmt.Sprintf("s%d", i)), links: links}
+		if err := os.Mkdir(s.dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range ops {
+				s.step()
+			}
+		}()
+	}
+	wg.Wait()
+	if failed := env.FS.WriteBack(); len(failed) > 0 {
+		t.Errorf("write-back: %+v", failed)
+	}
+	diffs, err := CompareTrees(env.Mountpoint, export)
+	if err != nil {
+		t.Fatalf("CompareTrees: %v", err)
+	}
+	strict := os.Getenv("CACHEFS_COMPARE_STRICT") == "1"
+	known := 0
+	for _, d := range diffs {
+		if why := knownTreeDiff(d); why != "" && !strict {
+			known++
+			t.Logf("guest and host differ (known: %s): %s", why, d)
+			continue
+		}
+		t.Errorf("guest and host differ: %s", d)
+	}
+	if known > 0 {
+		t.Logf("%d known differences (issue 20), failures with CACHEFS_COMPARE_STRICT=1", known)
+	}
+}
+
+// knownTreeDiffs are differences CompareTrees finds after write-back that
+// are known bugs of issue 20 not fixed yet, by a substring of the
+// difference, with the reason. They are logged, and fail the test with
+// CACHEFS_COMPARE_STRICT=1.
+var knownTreeDiffs = map[string]string{
+	"(dir): mtime":        "directory times are the host's, of the write-back, not the guest's",
+	"(symlink): mtime":    "symlink times are the write-back's",
+	"(file): mtime":       "a file's time is the write-back's after truncate(2) (its setattr sends no time), and in cases not traced yet",
+	"blocks allocated in": "sparse files lose their holes on the host",
+}
+
+func knownTreeDiff(d string) string {
+	for k, why := range knownTreeDiffs {
+		if strings.Contains(d, k) {
+			return why
+		}
+	}
+	return ""
+}
+
+// stresser changes one directory at random. Errors are expected (a name
+// picked may be gone or of the wrong type) and ignored: the comparison
+// judges the outcome.
+type stresser struct {
+	rng   *rand.Rand
+	dir   string
+	links bool
+	n     int
+}
+
+// name picks a path in the directory or one of its subdirectories.
+func (s *stresser) name() string {
+	sub := []string{"", "d0", "d1", "d0/e"}[s.rng.IntN(4)]
+	return filepath.Join(s.dir, sub, fmt.Sprintf("n%d", s.rng.IntN(12)))
+}
+
+func (s *stresser) data(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(s.rng.Uint32())
+	}
+	return b
+}
+
+func (s *stresser) write(p string, flag int, off int64, n int) {
+	f, err := os.OpenFile(p, os.O_WRONLY|flag, 0o644)
+	if err != nil {
+		return
+	}
+	f.WriteAt(s.data(n), off)
+	f.Close()
+}
+
+func (s *stresser) step() {
+	p, q := s.name(), s.name()
+	switch s.rng.IntN(15) {
+	case 0, 1:
+		s.write(p, os.O_CREATE|os.O_TRUNC, 0, s.rng.IntN(64<<10))
+	case 2:
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+		if err == nil {
+			f.Write(s.data(s.rng.IntN(8 << 10)))
+			f.Close()
+		}
+	case 3:
+		s.write(p, os.O_CREATE, 1<<20+s.rng.Int64N(4<<20), 4096) // sparse
+	case 4:
+		os.Truncate(p, s.rng.Int64N(128<<10))
+	case 5:
+		os.Rename(p, q)
+	case 6:
+		os.Remove(p)
+	case 7:
+		os.Mkdir(filepath.Join(s.dir, []string{"d0", "d1", "d0/e"}[s.rng.IntN(3)]), 0o755)
+	case 8:
+		os.Mkdir(p, 0o750)
+	case 9:
+		os.Symlink(fmt.Sprintf("target-%d", s.rng.IntN(100)), p)
+	case 10:
+		os.Chmod(p, os.FileMode(0o600+s.rng.IntN(0o177)))
+	case 11:
+		os.Lchown(p, 1000+s.rng.IntN(3), 1000+s.rng.IntN(3))
+	case 12:
+		tm := time.Unix(1_600_000_000+s.rng.Int64N(1e8), s.rng.Int64N(1e9))
+		ts := []unix.Timespec{unix.NsecToTimespec(tm.UnixNano()), unix.NsecToTimespec(tm.UnixNano())}
+		unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW)
+	case 13:
+		if s.links {
+			os.Link(p, q)
+		} else {
+			s.write(p, 0, s.rng.Int64N(64<<10), s.rng.IntN(16<<10))
+		}
+	case 14:
+		os.Rename(filepath.Join(s.dir, "d1"), filepath.Join(s.dir, "d0", "moved"))
+		os.Rename(filepath.Join(s.dir, "d0", "moved"), filepath.Join(s.dir, "d1"))
+	}
+}
