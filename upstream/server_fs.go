@@ -152,11 +152,35 @@ func (ss *session) fileFD(f *openFile) (*fdRef, error) {
 		return nil, err
 	}
 	defer nr.release()
-	fd, err := hostfs.Reopen(nr.fd, f.flags)
+	fd, err := ss.reopen(f.node, nr.fd, f.flags)
 	if err != nil {
 		return nil, err
 	}
 	return ss.srv.fds.add(f, fd), nil
+}
+
+// reopen opens the inode of n, whose node fd is fd, with flags: through
+// fd's /proc link with file handles, through n's parent and name (the
+// inode checked) with the portable backend, as macOS must, so that the
+// Linux tests run that path too. A directory is reopened through
+// itself ("." beneath its fd), on every backend.
+func (ss *session) reopen(n *node, fd, flags int) (int, error) {
+	if n.fmt == unix.S_IFDIR {
+		return unix.Openat(fd, ".", flags|unix.O_CLOEXEC, 0)
+	}
+	if ss.srv.ident.Kind() != hostfs.Portable {
+		return hostfs.Reopen(fd, flags)
+	}
+	parent, name := ss.nodes.where(n)
+	if parent == nil {
+		return -1, unix.ESTALE
+	}
+	pr, err := ss.nodeFD(parent)
+	if err != nil {
+		return -1, err
+	}
+	defer pr.release()
+	return hostfs.ReopenAt(pr.fd, name, flags, n.dev, n.ino)
 }
 
 // statNode returns n's attributes.

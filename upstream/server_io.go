@@ -25,7 +25,7 @@ func (ss *session) open(req *OpenReq, resp *OpenResp) error {
 		if n.fmt != unix.S_IFREG {
 			return unix.EINVAL
 		}
-		hfd, err := hostfs.Reopen(fd, flags)
+		hfd, err := ss.reopen(n, fd, flags)
 		if err != nil {
 			return err
 		}
@@ -103,7 +103,7 @@ func (ss *session) readNode(req *ReadNodeReq, resp *DataResp) error {
 		if n.fmt != unix.S_IFREG {
 			return unix.EINVAL
 		}
-		rfd, err := hostfs.Reopen(fd, unix.O_RDONLY)
+		rfd, err := ss.reopen(n, fd, unix.O_RDONLY)
 		if err != nil {
 			return err
 		}

@@ -14,9 +14,12 @@
 //     unprivileged open by inode) and is selectable on Linux (Kind,
 //     $CACHEFS_BACKEND, `cachefsd serve --backend portable`) so that
 //     the test suites run against it here.
-//   - Resolve (resolve_linux.go): a single component beneath a
-//     directory fd, never following a symlink, as an O_PATH fd; an open
-//     of the inode behind such an fd with real flags.
+//   - Resolve (resolve_linux.go, reopen.go): a single component beneath
+//     a directory fd, never following a symlink, as an O_PATH fd; an
+//     open of the inode behind such an fd with real flags, through its
+//     /proc/self/fd link (Linux) or, portable, through its parent and
+//     name with the inode checked (ReopenAt), which the server uses for
+//     files with the portable identity.
 //   - Xattrs (xattr_linux.go): extended attributes of the inode behind a
 //     node fd.
 //   - Watch: package invalidation (hub_linux.go, fsevents_darwin.go).
