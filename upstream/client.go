@@ -31,7 +31,11 @@ type ClientOptions struct {
 	// for blocking lock requests. Zero: 2 minutes; negative: no bound.
 	Timeout time.Duration
 	// Reconnect bounds how long a request waits for the connection to
-	// come back before it fails with EIO. Zero: 30 seconds; negative: no
+	// come back before it fails with EIO, and (at least a second) how
+	// long a host that answers nothing is waited for on a live
+	// connection before a ping, and the ping's answer after that (a
+	// stopped host; a slow reply from a host that answers pings is
+	// waited for up to Timeout). Zero: 30 seconds; negative: no
 	// bound, the request waits for the host as long as it takes (a hard
 	// mount, as NFS's). A request whose context ends stops waiting at
 	// once, whatever the bounds.
