@@ -52,7 +52,7 @@ func (cc *clientConn) roundTrip(ctx context.Context, op Op, id uint64, req, resp
 	}
 	cc.pending[id] = ch
 	cc.mu.Unlock()
-	if err := cc.send(Header{Kind: KindRequest, Op: op, ID: id}, req); err != nil {
+	if err := cc.sendFor(ctx, Header{Kind: KindRequest, Op: op, ID: id}, req); err != nil {
 		cc.close(err)
 	}
 	r, err := cc.wait(ctx, op, id, ch)
@@ -153,6 +153,34 @@ func (cc *clientConn) forget(id uint64) {
 	cc.mu.Lock()
 	delete(cc.pending, id)
 	cc.mu.Unlock()
+}
+
+// sendPatience is how long a request's write may block before its
+// caller's giving up is heeded (sendFor).
+const sendPatience = 100 * time.Millisecond
+
+// sendFor is send for a request whose caller may give up while the
+// write blocks, as it does once a host that stopped reading has filled
+// the socket: if ctx ends while the write has blocked for sendPatience,
+// a write deadline in the past cuts it short. A frame cut short cannot
+// be finished, so the connection fails; the client reconnects and the
+// session resumes, with the other requests on it repeated.
+func (cc *clientConn) sendFor(ctx context.Context, h Header, msg any) error {
+	if ctx.Done() == nil {
+		return cc.send(h, msg)
+	}
+	sent := make(chan struct{})
+	t := time.AfterFunc(sendPatience, func() {
+		select {
+		case <-ctx.Done():
+			cc.conn.SetWriteDeadline(time.Now())
+		case <-sent:
+		}
+	})
+	err := cc.send(h, msg)
+	close(sent)
+	t.Stop()
+	return err
 }
 
 func (cc *clientConn) send(h Header, msg any) error {

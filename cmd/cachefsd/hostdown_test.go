@@ -51,21 +51,33 @@ func TestHostTimeout(t *testing.T) {
 // seconds, and once the host is back the mount answers again.
 func TestKillEndsHostWait(t *testing.T) {
 	for _, how := range []string{"killed", "stopped"} {
-		t.Run(how, func(t *testing.T) { testKillEndsHostWait(t, how) })
+		t.Run(how, func(t *testing.T) { testKillEndsHostWait(t, how, false) })
 	}
+	// Writes of 1 MiB to a file opened before: the stopped host's socket
+	// fills, and the daemon's send of a WRITE blocks.
+	t.Run("stopped/write", func(t *testing.T) { testKillEndsHostWait(t, "stopped", true) })
 }
 
-func testKillEndsHostWait(t *testing.T, how string) {
+func testKillEndsHostWait(t *testing.T, how string, write bool) {
 	p := newPaths(t)
 	if err := os.WriteFile(filepath.Join(p.export, "f"), []byte("x"), 0o644); err != nil {
 		t.Fatalf("WriteFile: %v", err)
 	}
 	srv := startServe(t, p.export, p.sock, false)
 	startGuest(t, "mount", p.mnt, p.ctl, "mount", "--upstream", "unix://"+p.sock, "--host-timeout", "hard")
+	stat := exec.Command("stat", filepath.Join(p.mnt, "f"))
+	if write {
+		f, err := os.OpenFile(filepath.Join(p.mnt, "f"), os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatalf("OpenFile: %v", err)
+		}
+		defer f.Close()
+		stat = exec.Command("dd", "if=/dev/zero", "bs=1M", "count=64")
+		stat.Stdout = f
+	}
 	back := hostAway(t, srv, p.sock, how)
 	defer back()
 
-	stat := exec.Command("stat", filepath.Join(p.mnt, "f"))
 	if err := stat.Start(); err != nil {
 		t.Fatalf("start stat: %v", err)
 	}
