@@ -288,13 +288,76 @@ func (c *Client) conn(ctx context.Context) (*clientConn, uint64, error) {
 	}
 	t, stop := timer(c.opts.Reconnect)
 	defer stop()
-	select {
-	case <-up:
-		return c.conn(ctx)
-	case <-t:
-		return nil, 0, syscall.EIO
-	case <-ctx.Done():
-		return nil, 0, syscall.EINTR
+	g := giveUp{ctx: ctx, done: ctx.Done()}
+	defer g.stop()
+	for {
+		done, poll := g.chans()
+		select {
+		case <-up:
+			return c.conn(ctx)
+		case <-t:
+			return nil, 0, syscall.EIO
+		case <-done:
+		case <-poll:
+		}
+		if g.woken() {
+			return nil, 0, syscall.EINTR
+		}
+	}
+}
+
+// Interruptible is a request context whose caller may survive an
+// interrupt: its Done is closed at any interrupt, and Dying reports
+// whether the caller gives up (cachefs's, for a FUSE request: whether
+// the calling process is being killed). A request waiting with such a
+// context stops once Done is closed and Dying says so, asked again every
+// interruptPoll; with any other context it stops when Done is closed.
+type Interruptible interface {
+	context.Context
+	Dying() bool
+}
+
+// interruptPoll is how often an interrupted caller that did not give
+// up is asked again.
+const interruptPoll = 100 * time.Millisecond
+
+// giveUp follows a waiting request's context (Interruptible).
+type giveUp struct {
+	ctx  context.Context
+	done <-chan struct{} // ctx.Done(), until the caller survived it
+	tick *time.Ticker    // asks Dying again; nil until then
+}
+
+// chans returns the channels the wait selects on besides its own.
+func (g *giveUp) chans() (<-chan struct{}, <-chan time.Time) {
+	if g.tick == nil {
+		return g.done, nil
+	}
+	return nil, g.tick.C
+}
+
+// woken reports whether the caller gives up, once one of chans fired
+// (or anything else woke the wait).
+func (g *giveUp) woken() bool {
+	if g.tick == nil {
+		select {
+		case <-g.done:
+		default:
+			return false
+		}
+	}
+	if d, ok := g.ctx.(Interruptible); ok && !d.Dying() {
+		if g.tick == nil {
+			g.tick = time.NewTicker(interruptPoll)
+		}
+		return false
+	}
+	return true
+}
+
+func (g *giveUp) stop() {
+	if g.tick != nil {
+		g.tick.Stop()
 	}
 }
 

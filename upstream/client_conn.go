@@ -97,19 +97,18 @@ func (cc *clientConn) wait(ctx context.Context, op Op, id uint64, ch chan reply)
 		}
 	}
 	var pinged int64 // when the last ping went out; 0: none unanswered
+	g := giveUp{ctx: ctx, done: ctx.Done()}
+	defer g.stop()
 	for {
+		done, poll := g.chans()
 		select {
 		case r := <-ch:
 			return r, nil
 		case <-timeout:
 			cc.forget(id)
 			return reply{}, syscall.ETIMEDOUT
-		case <-ctx.Done():
-			if op == OpSetlk && cc.c.Has(FeatCancel) {
-				return cc.cancel(id, ch), nil
-			}
-			cc.forget(id) // an older host: its wait goes on, unknown to the caller
-			return reply{}, syscall.EINTR
+		case <-done:
+		case <-poll:
 		case now := <-probe:
 			if pinged != 0 && cc.heard.Load() < pinged {
 				cc.forget(id) // not even a ping answered: the host is away
@@ -120,7 +119,16 @@ func (cc *clientConn) wait(ctx context.Context, op Op, id uint64, ch chan reply)
 				pinged = now.UnixNano()
 				go cc.send(Header{Kind: KindRequest, Op: OpPing, ID: cc.c.nextID.Add(1)}, &Empty{})
 			}
+			continue
 		}
+		if !g.woken() {
+			continue
+		}
+		if op == OpSetlk && cc.c.Has(FeatCancel) {
+			return cc.cancel(id, ch), nil
+		}
+		cc.forget(id) // an older host: its wait goes on, unknown to the caller
+		return reply{}, syscall.EINTR
 	}
 }
 
@@ -171,10 +179,20 @@ func (cc *clientConn) sendFor(ctx context.Context, h Header, msg any) error {
 	}
 	sent := make(chan struct{})
 	t := time.AfterFunc(sendPatience, func() {
-		select {
-		case <-ctx.Done():
-			cc.conn.SetWriteDeadline(time.Now())
-		case <-sent:
+		g := giveUp{ctx: ctx, done: ctx.Done()}
+		defer g.stop()
+		for {
+			done, poll := g.chans()
+			select {
+			case <-done:
+			case <-poll:
+			case <-sent:
+				return
+			}
+			if g.woken() {
+				cc.conn.SetWriteDeadline(time.Now())
+				return
+			}
 		}
 	})
 	err := cc.send(h, msg)
