@@ -23,7 +23,6 @@ type dirBuf struct {
 
 func (fs *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	ctx := callerCtx(cancel, &in.InHeader)
-	defer ctx.release()
 	if n := fs.nodes.get(in.NodeId); n != nil && fs.wb != nil {
 		if snap, ok := fs.dListing(n); ok {
 			out.Fh = fs.handles.add(&handle{node: n, dir: true, epoch: fs.up.Epoch(), snap: snap})
@@ -79,7 +78,6 @@ func (fs *FS) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.Dir
 }
 
 func (fs *FS) readDir(ctx *waitCtx, in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.Status {
-	defer ctx.release()
 	h := fs.handles.get(in.Fh)
 	if h == nil {
 		return fuse.EBADF

@@ -13,7 +13,6 @@ import (
 
 func (fs *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
 	ctx := callerCtx(cancel, h)
-	defer ctx.release()
 	if fs.actuating(h) {
 		if st := fs.actLookup(h, name, out); st != fuse.ENOSYS {
 			return st
@@ -102,7 +101,6 @@ func (fs *FS) Forget(nodeid, nlookup uint64) {
 
 func (fs *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
 	ctx := callerCtx(cancel, &in.InHeader)
-	defer ctx.release()
 	if n := fs.nodes.get(in.NodeId); n != nil {
 		if a, ok := fs.localAttr(n); ok {
 			fs.fillAttr(out, n, &a)
@@ -136,7 +134,6 @@ func (fs *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.Attr
 
 func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
 	ctx := callerCtx(cancel, &in.InHeader)
-	defer ctx.release()
 	if fs.actuating(&in.InHeader) {
 		return fs.actSetattr(in, out)
 	}
@@ -191,7 +188,6 @@ func setattrReq(in *fuse.SetAttrIn, up uint64) *upstream.SetattrReq {
 
 func (fs *FS) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.Status) {
 	ctx := callerCtx(cancel, h)
-	defer ctx.release()
 	if n := fs.nodes.get(h.NodeId); n != nil && fs.wb != nil {
 		fs.wb.mu.Lock()
 		l := n.local
@@ -216,7 +212,6 @@ func (fs *FS) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.S
 
 func (fs *FS) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
 	ctx := callerCtx(cancel, h)
-	defer ctx.release()
 	return fs.call(func(epoch uint64) error {
 		var r upstream.StatfsResp
 		if err := fs.rpcFor(ctx, epoch, upstream.OpStatfs, &upstream.Empty{}, &r); err != nil {

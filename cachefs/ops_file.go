@@ -18,7 +18,6 @@ func reopenFlags(flags uint32) uint32 {
 
 func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	ctx := callerCtx(cancel, &in.InHeader)
-	defer ctx.release()
 	n := fs.nodes.get(in.NodeId)
 	if n == nil {
 		return fuse.Status(syscall.ESTALE)
@@ -72,7 +71,6 @@ func (fs *FS) lazyOpen(n *node, flags uint32) bool {
 
 func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
 	ctx := callerCtx(cancel, &in.InHeader)
-	defer ctx.release()
 	if parent := fs.delegatedDir(&in.InHeader); parent != nil {
 		return fs.dCreateOpen(parent, name, in, out)
 	}
@@ -100,7 +98,6 @@ func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out
 
 func (fs *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
 	ctx := callerCtx(cancel, &in.InHeader)
-	defer ctx.release()
 	if h := fs.localHandle(in.Fh); h != nil {
 		return fs.lRead(h, in, buf)
 	}
@@ -122,7 +119,6 @@ func (fs *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Re
 
 func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
 	ctx := callerCtx(cancel, &in.InHeader)
-	defer ctx.release()
 	if h := fs.localHandle(in.Fh); h != nil {
 		return fs.lWrite(h, in, data)
 	}
@@ -179,7 +175,6 @@ func (fs *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 
 func (fs *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 	ctx := callerCtx(cancel, &in.InHeader)
-	defer ctx.release()
 	if h := fs.localHandle(in.Fh); h != nil {
 		return fs.lFsync(h)
 	}
@@ -214,7 +209,6 @@ func (fs *FS) release(fh uint64, op upstream.Op) {
 
 func (fs *FS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
 	ctx := callerCtx(cancel, &in.InHeader)
-	defer ctx.release()
 	if h := fs.localHandle(in.Fh); h != nil {
 		return fs.lFallocate(h, in)
 	}
@@ -227,7 +221,6 @@ func (fs *FS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Statu
 
 func (fs *FS) Lseek(cancel <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Status {
 	ctx := callerCtx(cancel, &in.InHeader)
-	defer ctx.release()
 	if h := fs.localHandle(in.Fh); h != nil {
 		return fs.lLseek(h, in, out)
 	}

@@ -20,7 +20,6 @@ func lockReq(in *fuse.LkIn, up uint64, wait bool) *upstream.LockReq {
 func (fs *FS) GetLk(cancel <-chan struct{}, in *fuse.LkIn, out *fuse.LkOut) fuse.Status {
 	fs.hostHandleFirst(in.Fh)
 	ctx := callerCtx(cancel, &in.InHeader)
-	defer ctx.release()
 	return fs.withHandle(ctx, in.Fh, func(_ *handle, up, epoch uint64) error {
 		var resp upstream.LockResp
 		if err := fs.rpcFor(ctx, epoch, upstream.OpGetlk, lockReq(in, up, false), &resp); err != nil {
@@ -49,20 +48,9 @@ func (fs *FS) SetLkw(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status {
 // granted before the cancel got there.
 func (fs *FS) setLk(cancel <-chan struct{}, in *fuse.LkIn, wait bool) fuse.Status {
 	fs.hostHandleFirst(in.Fh)
-	cc := callerCtx(cancel, &in.InHeader)
-	defer cc.release()
-	var ctx context.Context = cc
-	if wait { // any signal ends the wait, not only a fatal one
-		var stop context.CancelFunc
-		ctx, stop = context.WithCancel(ctx)
-		defer stop()
-		go func() {
-			select {
-			case <-cancel:
-				stop()
-			case <-ctx.Done():
-			}
-		}()
+	var ctx context.Context = callerCtx(cancel, &in.InHeader)
+	if wait {
+		ctx = anySignal{ctx} // any signal ends the wait, not only a fatal one
 	}
 	return fs.withHandle(ctx, in.Fh, func(h *handle, up, epoch uint64) error {
 		if in.Lk.Typ != syscall.F_UNLCK {
@@ -71,3 +59,7 @@ func (fs *FS) setLk(cancel <-chan struct{}, in *fuse.LkIn, wait bool) fuse.Statu
 		return fs.up.CallIn(ctx, epoch, upstream.OpSetlk, lockReq(in, up, wait), &upstream.Empty{})
 	})
 }
+
+// anySignal is a request's context that ends at any interrupt: not an
+// upstream.Interruptible, so its Done alone ends a wait.
+type anySignal struct{ context.Context }

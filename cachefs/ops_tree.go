@@ -18,7 +18,6 @@ func (fs *FS) makeEntry(cancel <-chan struct{}, h *fuse.InHeader, name string, o
 	}
 	nodeid := h.NodeId
 	ctx := callerCtx(cancel, h)
-	defer ctx.release()
 	return fs.call(func(epoch uint64) error {
 		parent, pup, err := fs.nodeUp(ctx, nodeid, epoch)
 		if err != nil {
@@ -106,7 +105,6 @@ func (fs *FS) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, name str
 
 func (fs *FS) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
 	ctx := callerCtx(cancel, &in.InHeader)
-	defer ctx.release()
 	if parent := fs.delegatedDir(&in.InHeader); parent != nil {
 		defer fs.adoptCreated(parent, name, out)
 		fs.writeBackFirst()
@@ -153,7 +151,6 @@ func (fs *FS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.
 }
 
 func (fs *FS) remove(ctx *waitCtx, nodeid uint64, name string, op upstream.Op) fuse.Status {
-	defer ctx.release()
 	return fs.call(func(epoch uint64) error {
 		parent, pup, err := fs.nodeUp(ctx, nodeid, epoch)
 		if err != nil {
@@ -174,7 +171,6 @@ func (fs *FS) remove(ctx *waitCtx, nodeid uint64, name string, op upstream.Op) f
 
 func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, name, newName string) fuse.Status {
 	ctx := callerCtx(cancel, &in.InHeader)
-	defer ctx.release()
 	if fs.actuating(&in.InHeader) {
 		return fs.actRename(in, name, newName)
 	}

@@ -37,7 +37,6 @@ func (fs *FS) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (
 // xattrGet asks for a value or list into dest; an empty dest asks only
 // for the size.
 func (fs *FS) xattrGet(ctx *waitCtx, nodeid uint64, op upstream.Op, attr string, dest []byte) (uint32, fuse.Status) {
-	defer ctx.release()
 	if n := fs.nodes.get(nodeid); n != nil && fs.fresh(n) {
 		if op == upstream.OpListxattr {
 			return 0, fuse.OK // made by the guest, not written back: none yet
@@ -74,7 +73,6 @@ func (fs *FS) xattrGet(ctx *waitCtx, nodeid uint64, op upstream.Op, attr string,
 
 func (fs *FS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string, data []byte) fuse.Status {
 	ctx := callerCtx(cancel, &in.InHeader)
-	defer ctx.release()
 	fs.xattrChanged(in.NodeId)
 	fs.hostFirst(in.NodeId)
 	return fs.call(func(epoch uint64) error {
@@ -89,7 +87,6 @@ func (fs *FS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string,
 
 func (fs *FS) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string) fuse.Status {
 	ctx := callerCtx(cancel, h)
-	defer ctx.release()
 	fs.xattrChanged(h.NodeId)
 	fs.hostFirst(h.NodeId)
 	return fs.call(func(epoch uint64) error {

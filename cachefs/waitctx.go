@@ -6,9 +6,9 @@ import (
 	"context"
 	"os"
 	"strconv"
-	"sync"
 	"time"
 
+	"github.com/cachefs/cachefs/upstream"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
@@ -24,84 +24,40 @@ import (
 // A fatal signal marks SIGKILL pending in each of the dying process's
 // threads, so after an INTERRUPT (go-fuse closes the request's cancel
 // channel) the caller's thread is watched until SIGKILL is pending or
-// it is gone, and the request's context ends then. Blocking locks are
+// it is gone, and the request's waits end then. Blocking locks are
 // the exception: any signal cancels them (ops_lock.go), as fcntl's
 // F_SETLKW and flock fail with EINTR.
 
-// dyingPoll is how often an interrupted request's caller is checked
-// for a fatal signal that came after the interrupt.
-const dyingPoll = 100 * time.Millisecond
-
-// waitCtx is the context of one kernel request's calls to the host: it
-// ends when the request's caller is dying. The watch starts at the first
-// Done (a call that waits for the host) and stops at release, which the
-// request calls when it ends. Its zero value never ends.
+// waitCtx is the context of one kernel request's calls to the host, an
+// upstream.Interruptible: Done is go-fuse's cancel channel, closed at
+// the kernel's INTERRUPT, and Dying says whether the caller is dying;
+// upstream asks it again while the request waits. It costs no goroutine.
 type waitCtx struct {
 	cancel <-chan struct{} // immutable: go-fuse's, closed at INTERRUPT
 	tid    uint32          // immutable: the caller's thread; 0 if unknown
-
-	once sync.Once
-	done chan struct{} // closed when the caller is dying; set by once
-	end  chan struct{} // closed by release; set by once
 }
 
-var _ context.Context = (*waitCtx)(nil)
+var _ upstream.Interruptible = (*waitCtx)(nil)
 
-// callerCtx returns the context of request h's waits for the host;
-// the request must call release when it ends.
+// callerCtx returns the context of request h's waits for the host.
 func callerCtx(cancel <-chan struct{}, h *fuse.InHeader) *waitCtx {
 	return &waitCtx{cancel: cancel, tid: h.Caller.Pid}
 }
 
 func (c *waitCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
 func (c *waitCtx) Value(any) any               { return nil }
+func (c *waitCtx) Done() <-chan struct{}       { return c.cancel }
+func (c *waitCtx) Dying() bool                 { return dying(c.tid) }
 
-func (c *waitCtx) Done() <-chan struct{} {
-	c.once.Do(c.start)
-	return c.done
-}
-
+// Err is context.Canceled once the request was interrupted, whether or
+// not its caller gives up.
 func (c *waitCtx) Err() error {
 	select {
-	case <-c.Done():
+	case <-c.cancel:
 		return context.Canceled
 	default:
 		return nil
 	}
-}
-
-func (c *waitCtx) start() {
-	if c.cancel == nil {
-		return // never ends: done stays nil
-	}
-	c.done, c.end = make(chan struct{}), make(chan struct{})
-	go c.watch()
-}
-
-// release ends the watch; Done never starts one afterwards.
-func (c *waitCtx) release() {
-	c.once.Do(func() {})
-	if c.end != nil {
-		close(c.end)
-	}
-}
-
-func (c *waitCtx) watch() {
-	select {
-	case <-c.end:
-		return
-	case <-c.cancel:
-	}
-	t := time.NewTicker(dyingPoll)
-	defer t.Stop()
-	for !dying(c.tid) {
-		select {
-		case <-c.end:
-			return
-		case <-t.C:
-		}
-	}
-	close(c.done)
 }
 
 // dying reports whether thread tid has SIGKILL pending (a fatal signal

@@ -31,7 +31,11 @@ type ClientOptions struct {
 	// for blocking lock requests. Zero: 2 minutes; negative: no bound.
 	Timeout time.Duration
 	// Reconnect bounds how long a request waits for the connection to
-	// come back before it fails with EIO. Zero: 30 seconds; negative: no
+	// come back before it fails with EIO, and (at least a second) how
+	// long a host that answers nothing is waited for on a live
+	// connection before a ping, and the ping's answer after that (a
+	// stopped host; a slow reply from a host that answers pings is
+	// waited for up to Timeout). Zero: 30 seconds; negative: no
 	// bound, the request waits for the host as long as it takes (a hard
 	// mount, as NFS's). A request whose context ends stops waiting at
 	// once, whatever the bounds.
@@ -284,13 +288,76 @@ func (c *Client) conn(ctx context.Context) (*clientConn, uint64, error) {
 	}
 	t, stop := timer(c.opts.Reconnect)
 	defer stop()
-	select {
-	case <-up:
-		return c.conn(ctx)
-	case <-t:
-		return nil, 0, syscall.EIO
-	case <-ctx.Done():
-		return nil, 0, syscall.EINTR
+	g := giveUp{ctx: ctx, done: ctx.Done()}
+	defer g.stop()
+	for {
+		done, poll := g.chans()
+		select {
+		case <-up:
+			return c.conn(ctx)
+		case <-t:
+			return nil, 0, syscall.EIO
+		case <-done:
+		case <-poll:
+		}
+		if g.woken() {
+			return nil, 0, syscall.EINTR
+		}
+	}
+}
+
+// Interruptible is a request context whose caller may survive an
+// interrupt: its Done is closed at any interrupt, and Dying reports
+// whether the caller gives up (cachefs's, for a FUSE request: whether
+// the calling process is being killed). A request waiting with such a
+// context stops once Done is closed and Dying says so, asked again every
+// interruptPoll; with any other context it stops when Done is closed.
+type Interruptible interface {
+	context.Context
+	Dying() bool
+}
+
+// interruptPoll is how often an interrupted caller that did not give
+// up is asked again.
+const interruptPoll = 100 * time.Millisecond
+
+// giveUp follows a waiting request's context (Interruptible).
+type giveUp struct {
+	ctx  context.Context
+	done <-chan struct{} // ctx.Done(), until the caller survived it
+	tick *time.Ticker    // asks Dying again; nil until then
+}
+
+// chans returns the channels the wait selects on besides its own.
+func (g *giveUp) chans() (<-chan struct{}, <-chan time.Time) {
+	if g.tick == nil {
+		return g.done, nil
+	}
+	return nil, g.tick.C
+}
+
+// woken reports whether the caller gives up, once one of chans fired
+// (or anything else woke the wait).
+func (g *giveUp) woken() bool {
+	if g.tick == nil {
+		select {
+		case <-g.done:
+		default:
+			return false
+		}
+	}
+	if d, ok := g.ctx.(Interruptible); ok && !d.Dying() {
+		if g.tick == nil {
+			g.tick = time.NewTicker(interruptPoll)
+		}
+		return false
+	}
+	return true
+}
+
+func (g *giveUp) stop() {
+	if g.tick != nil {
+		g.tick.Stop()
 	}
 }
 

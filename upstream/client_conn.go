@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -22,6 +23,8 @@ type clientConn struct {
 	wmu sync.Mutex // serializes writes of frames
 	buf []byte     // wmu protects buf
 
+	heard atomic.Int64 // unix nanoseconds of the last frame received
+
 	mu      sync.Mutex // protects the following
 	pending map[uint64]chan reply
 	err     error // set once the connection failed
@@ -35,6 +38,7 @@ type reply struct {
 
 func newClientConn(c *Client, conn net.Conn) *clientConn {
 	cc := &clientConn{c: c, conn: conn, pending: map[uint64]chan reply{}}
+	cc.heard.Store(time.Now().UnixNano())
 	go cc.readLoop()
 	return cc
 }
@@ -48,7 +52,7 @@ func (cc *clientConn) roundTrip(ctx context.Context, op Op, id uint64, req, resp
 	}
 	cc.pending[id] = ch
 	cc.mu.Unlock()
-	if err := cc.send(Header{Kind: KindRequest, Op: op, ID: id}, req); err != nil {
+	if err := cc.sendFor(ctx, Header{Kind: KindRequest, Op: op, ID: id}, req); err != nil {
 		cc.close(err)
 	}
 	r, err := cc.wait(ctx, op, id, ch)
@@ -81,25 +85,64 @@ func (cc *clientConn) handshakeCall(ctx context.Context, op Op, id uint64, req, 
 }
 
 func (cc *clientConn) wait(ctx context.Context, op Op, id uint64, ch chan reply) (reply, error) {
-	var timeout <-chan time.Time
+	var timeout, probe <-chan time.Time
 	if op != OpSetlk {
 		var stop func() bool
 		timeout, stop = timer(cc.c.opts.Timeout)
 		defer stop()
+		if d := probeAfter(cc.c.opts.Reconnect); d > 0 && op != OpHello && op != OpAuth {
+			t := time.NewTicker(d)
+			defer t.Stop()
+			probe = t.C
+		}
 	}
-	select {
-	case r := <-ch:
-		return r, nil
-	case <-timeout:
-		cc.forget(id)
-		return reply{}, syscall.ETIMEDOUT
-	case <-ctx.Done():
+	var pinged int64 // when the last ping went out; 0: none unanswered
+	g := giveUp{ctx: ctx, done: ctx.Done()}
+	defer g.stop()
+	for {
+		done, poll := g.chans()
+		select {
+		case r := <-ch:
+			return r, nil
+		case <-timeout:
+			cc.forget(id)
+			return reply{}, syscall.ETIMEDOUT
+		case <-done:
+		case <-poll:
+		case now := <-probe:
+			if pinged != 0 && cc.heard.Load() < pinged {
+				cc.forget(id) // not even a ping answered: the host is away
+				return reply{}, syscall.EIO
+			}
+			pinged = 0
+			if now.UnixNano()-cc.heard.Load() >= int64(probeAfter(cc.c.opts.Reconnect)) {
+				pinged = now.UnixNano()
+				go cc.send(Header{Kind: KindRequest, Op: OpPing, ID: cc.c.nextID.Add(1)}, &Empty{})
+			}
+			continue
+		}
+		if !g.woken() {
+			continue
+		}
 		if op == OpSetlk && cc.c.Has(FeatCancel) {
 			return cc.cancel(id, ch), nil
 		}
 		cc.forget(id) // an older host: its wait goes on, unknown to the caller
 		return reply{}, syscall.EINTR
 	}
+}
+
+// minProbe is the shortest silence after which a host is pinged.
+const minProbe = time.Second
+
+// probeAfter is how long a silent host is waited for before it is
+// pinged, and the ping's answer after that: the reconnect bound, at
+// least minProbe; 0 (never) without a bound.
+func probeAfter(reconnect time.Duration) time.Duration {
+	if reconnect < 0 {
+		return 0
+	}
+	return max(reconnect, minProbe)
 }
 
 // cancel gives up request id, a blocking lock, and returns its reply:
@@ -118,6 +161,44 @@ func (cc *clientConn) forget(id uint64) {
 	cc.mu.Lock()
 	delete(cc.pending, id)
 	cc.mu.Unlock()
+}
+
+// sendPatience is how long a request's write may block before its
+// caller's giving up is heeded (sendFor).
+const sendPatience = 100 * time.Millisecond
+
+// sendFor is send for a request whose caller may give up while the
+// write blocks, as it does once a host that stopped reading has filled
+// the socket: if ctx ends while the write has blocked for sendPatience,
+// a write deadline in the past cuts it short. A frame cut short cannot
+// be finished, so the connection fails; the client reconnects and the
+// session resumes, with the other requests on it repeated.
+func (cc *clientConn) sendFor(ctx context.Context, h Header, msg any) error {
+	if ctx.Done() == nil {
+		return cc.send(h, msg)
+	}
+	sent := make(chan struct{})
+	t := time.AfterFunc(sendPatience, func() {
+		g := giveUp{ctx: ctx, done: ctx.Done()}
+		defer g.stop()
+		for {
+			done, poll := g.chans()
+			select {
+			case <-done:
+			case <-poll:
+			case <-sent:
+				return
+			}
+			if g.woken() {
+				cc.conn.SetWriteDeadline(time.Now())
+				return
+			}
+		}
+	})
+	err := cc.send(h, msg)
+	close(sent)
+	t.Stop()
+	return err
 }
 
 func (cc *clientConn) send(h Header, msg any) error {
@@ -154,6 +235,7 @@ func (cc *clientConn) readLoop() {
 
 func (cc *clientConn) dispatch(h Header, payload []byte) error {
 	cc.c.Stats.received.Add(1)
+	cc.heard.Store(time.Now().UnixNano())
 	switch h.Kind {
 	case KindReply:
 		cc.mu.Lock()

@@ -380,3 +380,11 @@ func TestCallInOtherSession(t *testing.T) {
 			h, h2, err, resp.Data)
 	}
 }
+
+// TestSilentHostFails: a host that holds its connection but answers
+// nothing, not even a ping (a stopped host), fails a request with EIO
+// after one to two Reconnect bounds, long before the reply Timeout.
+func TestSilentHostFails(t *testing.T) {
+	c := newClient(t, mute(t, true), upstream.ClientOptions{Reconnect: 200 * time.Millisecond, Timeout: time.Hour})
+	wantErrno(t, "Ping", try(c, upstream.OpPing, &upstream.Empty{}, &upstream.Empty{}), syscall.EIO)
+}

@@ -30,8 +30,11 @@
 // returns the host's Errno as it is, and maps failures of the link to
 // EIO, ETIMEDOUT or ErrSessionLost. A request waits for a lost
 // connection to come back up to ClientOptions.Reconnect and for a reply
-// up to Timeout (negative: no bound, a hard mount), and stops waiting
-// with EINTR when its context ends. CallIn fails with ErrSessionLost a
+// up to Timeout (negative: no bound, a hard mount); a host silent for
+// Reconnect is pinged, and one that does not answer the ping within
+// another Reconnect fails the request with EIO (the server answers
+// pings on its reader, at once). A request stops waiting with EINTR
+// when its context ends. CallIn fails with ErrSessionLost a
 // request whose ids belong to a session other than the one it would be
 // sent in.
 //

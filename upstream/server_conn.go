@@ -65,9 +65,11 @@ func (sc *serverConn) loop(wg *sync.WaitGroup) {
 			sc.fatal(protoErrorf("unknown op %d", h.Op))
 			return
 		}
-		if h.Op == OpCancel {
-			// Answered here, at once: it must reach the requests it
-			// cancels even when maxInflight of them are blocked.
+		if h.Op == OpCancel || h.Op == OpPing {
+			// Answered here, at once: a cancel must reach the requests
+			// it cancels, and a ping shows the host alive (the guest's
+			// probe of a slow reply), even when maxInflight of them
+			// are blocked.
 			sc.handle(h, hd, payload, nil)
 			continue
 		}
