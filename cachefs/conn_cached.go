@@ -105,7 +105,6 @@ func (c *cachedConn) with(node uint64, kind handleKind, f func(fh uint64) fuse.S
 
 func (c *cachedConn) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
 	ctx := callerCtx(cancel, &in.InHeader)
-	defer ctx.release()
 	if r, ok := c.readAhead(ctx, in); ok {
 		return r, fuse.OK
 	}

@@ -21,7 +21,6 @@ func (c *cachedConn) Lseek(cancel <-chan struct{}, in *fuse.LseekIn, out *fuse.L
 		return c.hostLseek(cancel, in, out)
 	}
 	ctx := callerCtx(cancel, &in.InHeader)
-	defer ctx.release()
 	epoch := c.up.Epoch()
 	_, up, err := c.nodeUp(ctx, in.NodeId, epoch)
 	if err != nil {
