@@ -278,6 +278,7 @@ func (fs *FS) dCreate(parent *node, name string, mode uint32, target string, c u
 		l.children, l.attr.Nlink, l.attr.Size, op.Kind = map[string]*node{}, 2, 4096, upstream.WBMkdir
 	case sIFLNK:
 		l.attr.Size, op.Kind = uint64(len(target)), upstream.WBSymlink
+		op.Atime, op.Mtime, op.Valid = now, now, upstream.SetAtime|upstream.SetMtime // the host's would be the write-back's
 	default:
 		l.staging, l.ready, op.Kind = staging, ready, upstream.WBCreate
 		if opening {

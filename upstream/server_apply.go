@@ -187,7 +187,10 @@ func (ss *session) applyOne(w *dirWalker, op *WBOp) error {
 				err = nil
 			}
 		}
-		return ss.applyOwner(dfd, name, op, err)
+		if err = ss.applyOwner(dfd, name, op, err); err != nil {
+			return err
+		}
+		return applyTimes(dfd, name, op)
 	case WBWrite:
 		ss.markPath(dfd, name, invalidation.Modify, invalidation.Attrib)
 		return applyWrite(dfd, name, op)
@@ -242,6 +245,16 @@ func applyWrite(dfd int, name string, op *WBOp) error {
 		return nil
 	}
 	ts := []unix.Timespec{unix.NsecToTimespec(op.Atime), unix.NsecToTimespec(op.Mtime)}
+	return unix.UtimesNanoAt(dfd, name, ts, unix.AT_SYMLINK_NOFOLLOW)
+}
+
+// applyTimes sets the times op carries (Valid), if any, on name itself,
+// never a symlink's target.
+func applyTimes(dfd int, name string, op *WBOp) error {
+	if op.Valid&(SetAtime|SetMtime) == 0 {
+		return nil
+	}
+	ts := []unix.Timespec{timeArg(op.Valid, SetAtime, 0, op.Atime), timeArg(op.Valid, SetMtime, 0, op.Mtime)}
 	return unix.UtimesNanoAt(dfd, name, ts, unix.AT_SYMLINK_NOFOLLOW)
 }
 
