@@ -276,8 +276,10 @@ func emptyTo(fd int, size int64) error {
 }
 
 // writeSparse writes b at off but its sparseBlock-aligned pieces of
-// zeros, which the file reads as already.
+// zeros, which the file reads as already; the file ends no earlier than
+// b, as after a write (zeros left out at the end do not extend it).
 func writeSparse(fd int, b []byte, off int64) error {
+	end := off + int64(len(b))
 	for len(b) > 0 {
 		n := 0 // a run of pieces with data
 		for n < len(b) {
@@ -298,6 +300,13 @@ func writeSparse(fd int, b []byte, off int64) error {
 			}
 			off, b = off+int64(k), b[k:]
 		}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Size < end {
+		return unix.Ftruncate(fd, end)
 	}
 	return nil
 }
