@@ -521,8 +521,8 @@ func (fs *FS) dSetattr(n *node, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Stat
 		if req.Valid&upstream.SetAtimeNow != 0 {
 			op.Valid |= upstream.SetAtime
 		}
-		if req.Valid&upstream.SetMtimeNow != 0 {
-			op.Valid |= upstream.SetMtime
+		if req.Valid&upstream.SetMtimeNow != 0 || resize {
+			op.Valid |= upstream.SetMtime // truncate(2) asks for no time: the size change sets it
 		}
 		w.addLocked(op, "", n)
 	}

@@ -3,6 +3,7 @@ package cachefs_test
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -147,11 +148,18 @@ func runExerciser(t *testing.T, env *harness.Env, sub string, seed uint64, ops i
 			}
 		}()
 	}
+	child := startExChild(t, filepath.Join(env.Mountpoint, sub, fmt.Sprintf("w%d", exWorkers)), seed, ops)
 	wg.Wait()
+	if w := child.wait(t); w != nil {
+		workers = append(workers, w)
+	}
 	skipped := map[string]int{}
 	for i, w := range workers {
 		for k, v := range w.skipped {
 			skipped[k] += v
+		}
+		if w.f == nil {
+			continue // the child process's, closed there
 		}
 		if err := w.f.Close(); err != nil {
 			t.Errorf("worker %d: close: %v", i, err)
@@ -200,4 +208,75 @@ func (w *exWorker) run(ops int) error {
 func (w *exWorker) lastOps(n int) string {
 	from := max(0, len(w.log)-n)
 	return "  " + strings.Join(w.log[from:], "\n  ")
+}
+
+// A worker in a process of its own (this test binary, running
+// TestExerciserChild), alongside the goroutines: it reports the file's
+// path and its model through files, for the host check.
+
+const exChildEnv = "CACHEFS_EXERCISER_CHILD"
+
+type exChild struct {
+	cmd *exec.Cmd
+	out string
+	log *strings.Builder
+}
+
+func startExChild(t *testing.T, dir string, seed uint64, ops int) *exChild {
+	c := &exChild{out: filepath.Join(t.TempDir(), "child"), log: &strings.Builder{}}
+	c.cmd = exec.Command(os.Args[0], "-test.run=^TestExerciserChild$", "-test.count=1", "-test.v")
+	c.cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%d|%d|%d|%s", exChildEnv, dir, seed, exWorkers, ops, c.out))
+	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
+	if err := c.cmd.Start(); err != nil {
+		t.Fatalf("start the child worker: %v", err)
+	}
+	return c
+}
+
+// wait returns the child's worker, with its file's path and model, or
+// nil (failing the test) if it failed.
+func (c *exChild) wait(t *testing.T) *exWorker {
+	if err := c.cmd.Wait(); err != nil {
+		t.Errorf("child worker (process): %v\n%s", err, c.log.String())
+		return nil
+	}
+	rel, err1 := os.ReadFile(c.out + ".path")
+	model, err2 := os.ReadFile(c.out + ".model")
+	if err1 != nil || err2 != nil {
+		t.Errorf("child worker's results: %v %v\n%s", err1, err2, c.log.String())
+		return nil
+	}
+	return &exWorker{rel: string(rel), model: model, skipped: map[string]int{}}
+}
+
+// TestExerciserChild is TestExerciser's worker process; alone it skips.
+func TestExerciserChild(t *testing.T) {
+	v := os.Getenv(exChildEnv)
+	if v == "" {
+		t.Skip("the worker process of TestExerciser")
+	}
+	var dir, out string
+	var seed uint64
+	var id, ops int
+	f := strings.Split(v, "|")
+	if len(f) != 5 {
+		t.Fatalf("%s=%q", exChildEnv, v)
+	}
+	exSkip(t, os.Getenv("CACHEFS_EXERCISER_SKIP"))
+	dir, out = f[0], f[4]
+	fmt.Sscan(f[1], &seed)
+	fmt.Sscan(f[2], &id)
+	fmt.Sscan(f[3], &ops)
+	w, err := newExWorker(seed, id, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.run(ops); err != nil {
+		t.Fatalf("worker %d (process): %v\nlast operations:\n%s", id, err, w.lastOps(15))
+	}
+	if err := w.f.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	os.WriteFile(out+".model", w.model, 0o600)
+	os.WriteFile(out+".path", []byte(w.rel), 0o600)
 }

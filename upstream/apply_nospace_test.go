@@ -3,6 +3,7 @@
 package upstream_test
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -25,7 +26,7 @@ func TestApplyStopsAtNoSpace(t *testing.T) {
 	t.Cleanup(func() { unix.Unmount(export, unix.MNT_DETACH) })
 	ts := startServer(t, upstream.ServerOptions{Export: export})
 	c := newClient(t, ts.addr, upstream.ClientOptions{})
-	big := make([]byte, 2<<20)
+	big := bytes.Repeat([]byte{0x5a}, 2<<20) // not zeros: those the host leaves as holes
 	ops := []upstream.WBOp{
 		{Kind: upstream.WBMkdir, Path: "before", Mode: 0o755},
 		{Kind: upstream.WBCreate, Path: "big", Mode: 0o644},

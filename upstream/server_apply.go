@@ -3,6 +3,7 @@
 package upstream
 
 import (
+	"bytes"
 	"strings"
 
 	"github.com/cachefs/cachefs/invalidation"
@@ -245,27 +246,100 @@ func applyWrite(dfd int, name string, op *WBOp) error {
 	}
 	defer unix.Close(fd)
 	if op.First {
-		if err := unix.Ftruncate(fd, int64(op.Size)); err != nil {
+		if err := emptyTo(fd, int64(op.Size)); err != nil {
 			return err
 		}
 	}
-	for off, b := op.Offset, op.Data; len(b) > 0; {
+	if err := writeSparse(fd, op.Data, op.Offset); err != nil {
+		return err
+	}
+	return applyTimes(dfd, name, op)
+}
+
+// A write-back's WBWrite ops carry a file whole, zeros included, and
+// the first of them leaves the file reading as zeros of its size
+// (emptyTo), so that the pieces of zeros need not be written: a sparse
+// file keeps its holes on the host (it took 1.8 GB on the host for 415
+// MB in the guest).
+
+// sparseBlock is the piece of zeros writeSparse leaves out.
+const sparseBlock = 4096
+
+var zeroBlock [sparseBlock]byte
+
+// emptyTo makes fd a file of size bytes that reads as zeros: its old
+// contents are punched out (not truncated to zero, which on ext4 makes
+// the next close write the file out at once) or, where holes cannot be
+// punched, truncated away.
+func emptyTo(fd int, size int64) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if n := min(st.Size, size); n > 0 {
+		if unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 0, n) != nil {
+			if err := unix.Ftruncate(fd, 0); err != nil {
+				return err
+			}
+		}
+	}
+	return unix.Ftruncate(fd, size)
+}
+
+// writeSparse writes b at off but its sparseBlock-aligned pieces of
+// zeros, which the file reads as already; the file ends no earlier than
+// b, as after a write (zeros left out at the end do not extend it).
+func writeSparse(fd int, b []byte, off int64) error {
+	end := off + int64(len(b))
+	for len(b) > 0 {
+		n := 0 // a run of pieces with data
+		for n < len(b) {
+			k := min(len(b)-n, sparseBlock-int((off+int64(n))%sparseBlock))
+			if bytes.Equal(b[n:n+k], zeroBlock[:k]) {
+				break
+			}
+			n += k
+		}
+		if err := pwriteAll(fd, b[:n], off); err != nil {
+			return err
+		}
+		off, b = off+int64(n), b[n:]
+		for len(b) > 0 { // a run of zeros
+			k := min(len(b), sparseBlock-int(off%sparseBlock))
+			if !bytes.Equal(b[:k], zeroBlock[:k]) {
+				break
+			}
+			off, b = off+int64(k), b[k:]
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Size < end {
+		return unix.Ftruncate(fd, end)
+	}
+	return nil
+}
+
+func pwriteAll(fd int, b []byte, off int64) error {
+	for len(b) > 0 {
 		n, err := unix.Pwrite(fd, b, off)
 		if err != nil {
 			return err
 		}
 		off, b = off+int64(n), b[n:]
 	}
-	return applyTimes(dfd, name, op)
+	return nil
 }
 
-// applyTimes sets name's times to the guest's, if op carries them (a
-// write's, a symlink's): not left at the time of the write-back.
+// applyTimes sets the times op carries (Valid), if any, on name itself,
+// never a symlink's target: the guest's, not the write-back's.
 func applyTimes(dfd int, name string, op *WBOp) error {
 	if op.Valid&(SetAtime|SetMtime) == 0 {
 		return nil
 	}
-	ts := []unix.Timespec{unix.NsecToTimespec(op.Atime), unix.NsecToTimespec(op.Mtime)}
+	ts := []unix.Timespec{timeArg(op.Valid, SetAtime, 0, op.Atime), timeArg(op.Valid, SetMtime, 0, op.Mtime)}
 	return unix.UtimesNanoAt(dfd, name, ts, unix.AT_SYMLINK_NOFOLLOW)
 }
 
