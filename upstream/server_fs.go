@@ -48,16 +48,7 @@ func (ss *session) openNode(n *node) (int, error) {
 			return -1, unix.ESTALE
 		}
 	}
-	parent, name := ss.nodes.where(n)
-	if parent == nil {
-		return -1, unix.ESTALE
-	}
-	pr, err := ss.nodeFD(parent)
-	if err != nil {
-		return -1, err
-	}
-	defer pr.release()
-	fd, err := hostfs.OpenNode(pr.fd, name)
+	fd, err := ss.inParent(n, hostfs.OpenNode)
 	if err != nil {
 		if err == unix.ENOENT {
 			err = unix.ESTALE
@@ -171,6 +162,14 @@ func (ss *session) reopen(n *node, fd, flags int) (int, error) {
 	if ss.srv.ident.Kind() != hostfs.Portable {
 		return hostfs.Reopen(fd, flags)
 	}
+	return ss.inParent(n, func(dfd int, name string) (int, error) {
+		return hostfs.ReopenAt(dfd, name, flags, n.dev, n.ino)
+	})
+}
+
+// inParent runs open with the descriptor of n's parent and n's name in
+// it: how a node is reached again without a file handle.
+func (ss *session) inParent(n *node, open func(dfd int, name string) (int, error)) (int, error) {
 	parent, name := ss.nodes.where(n)
 	if parent == nil {
 		return -1, unix.ESTALE
@@ -180,7 +179,7 @@ func (ss *session) reopen(n *node, fd, flags int) (int, error) {
 		return -1, err
 	}
 	defer pr.release()
-	return hostfs.ReopenAt(pr.fd, name, flags, n.dev, n.ino)
+	return open(pr.fd, name)
 }
 
 // statNode returns n's attributes.
