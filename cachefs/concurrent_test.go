@@ -105,7 +105,11 @@ var longAlone = map[string]bool{"ReaddirBig": true}
 func suiteShares(mode string) [][]string {
 	var names []string
 	for name := range posixtest.All {
-		if _, bug := knownBug(mode, name); !bug && !posixtest.ProcessWide[name] && (longRun() || !longAlone[name]) {
+		_, bug := knownBug(mode, name)
+		if _, b := knownBug("concurrent", name); b {
+			bug = true
+		}
+		if !bug && !posixtest.ProcessWide[name] && (longRun() || !longAlone[name]) {
 			names = append(names, name)
 		}
 	}

@@ -155,8 +155,8 @@ func TestMknodTypes(t *testing.T) {
 		{"plain", 0644, 0},
 		{"fifo", syscall.S_IFIFO | 0644, 0},
 		{"sock", syscall.S_IFSOCK | 0644, 0},
-		{"chr", syscall.S_IFCHR | 0666, syscall.EPERM},
-		{"blk", syscall.S_IFBLK | 0666, syscall.EPERM},
+		{"chr", syscall.S_IFCHR | 0666, 0},
+		{"blk", syscall.S_IFBLK | 0666, 0},
 		{"dir", syscall.S_IFDIR | 0755, syscall.EPERM},
 		{"lnk", syscall.S_IFLNK | 0777, syscall.EPERM},
 	}
@@ -166,9 +166,21 @@ func TestMknodTypes(t *testing.T) {
 		if tt.want == 0 && err != nil || tt.want != 0 && err != tt.want {
 			t.Errorf("Mknod %s: got %v, want %v", tt.name, err, tt.want)
 		}
-		_, serr := os.Lstat(filepath.Join(ts.export, tt.name))
+		fi, serr := os.Lstat(filepath.Join(ts.export, tt.name))
 		if exists := serr == nil; exists != (tt.want == 0) {
 			t.Errorf("Mknod %s: host file exists: %v", tt.name, exists)
+		}
+		if dev := tt.mode & syscall.S_IFMT; serr == nil && (dev == syscall.S_IFCHR || dev == syscall.S_IFBLK) {
+			if !fi.Mode().IsRegular() || fi.Size() != 0 {
+				t.Errorf("Mknod %s: host file is %v of %d bytes, want an empty regular file", tt.name, fi.Mode(), fi.Size())
+			}
+			var resp upstream.EntryResp
+			if err := try(c, upstream.OpLookup, &upstream.LookupReq{Parent: upstream.RootID, Name: tt.name}, &resp); err != nil {
+				t.Fatalf("Lookup %s: %v", tt.name, err)
+			}
+			if a := resp.Entry.Attr; a.Mode != tt.mode || a.Rdev != uint32(unix.Mkdev(1, 3)) {
+				t.Errorf("Lookup %s: mode %o rdev %d, want %o and %d", tt.name, a.Mode, a.Rdev, tt.mode, unix.Mkdev(1, 3))
+			}
 		}
 	}
 }

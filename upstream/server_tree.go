@@ -46,14 +46,15 @@ func (ss *session) chownNew(dfd int, name string, c Caller) error {
 	return ss.setOwner(fd, &st, c.Uid, gid)
 }
 
-// mknod makes regular files, fifos and sockets. Device nodes are
-// refused: through one a guest would reach the host's devices.
+// mknod makes regular files, fifos and sockets, and the placeholders of
+// devices (server_dev.go): a real device node would give a guest the
+// host's devices.
 func (ss *session) mknod(req *MknodReq, resp *EntryResp) error {
 	if err := ss.writable(); err != nil {
 		return err
 	}
 	switch req.Mode & unix.S_IFMT {
-	case 0, unix.S_IFREG, unix.S_IFIFO, unix.S_IFSOCK:
+	case 0, unix.S_IFREG, unix.S_IFIFO, unix.S_IFSOCK, unix.S_IFCHR, unix.S_IFBLK:
 	default:
 		return unix.EPERM
 	}
@@ -64,7 +65,12 @@ func (ss *session) mknod(req *MknodReq, resp *EntryResp) error {
 	host, kept := ss.srv.splitMode(fmt, req.Mode&07777)
 	return ss.withDirName(req.Parent, req.Name, func(dir *node, fd int) (err error) {
 		ss.mark(dir, req.Name, invalidation.Create, invalidation.Attrib)
-		if err := unix.Mknodat(fd, req.Name, fmt|host, int(req.Rdev)); err != nil {
+		if isDevice(fmt) {
+			err = mkdevAt(fd, req.Name, fmt, req.Mode&0777, req.Rdev)
+		} else {
+			err = unix.Mknodat(fd, req.Name, fmt|host, int(req.Rdev))
+		}
+		if err != nil {
 			return err
 		}
 		if err := ss.srv.keepSetidAt(fd, req.Name, kept); err != nil {

@@ -19,7 +19,7 @@ import (
 // xattrSummary lists the xattrs of the file at path (following path's
 // last component if follow: a /proc fd link) and returns the set-id bits
 // kept for it (if keep) and whether the guest would see no xattrs.
-func xattrSummary(path string, follow, keep bool) (setid uint32, none bool) {
+func xattrSummary(path string, follow, keep bool) (setid uint32, none, dev bool) {
 	get := unix.Lgetxattr
 	if follow {
 		get = unix.Getxattr
@@ -37,9 +37,9 @@ func xattrSummary(path string, follow, keep bool) (setid uint32, none bool) {
 		if keep {
 			setid, _ = readSetid(get, path)
 		}
-		return setid, false
+		return setid, false, false
 	case err != nil: // no xattr support, or gone: as without
-		return 0, false
+		return 0, false, false
 	}
 	none = true
 	for rest := buf[:n]; len(rest) > 0; {
@@ -55,11 +55,13 @@ func xattrSummary(path string, follow, keep bool) (setid uint32, none bool) {
 			if keep {
 				setid, _ = readSetid(get, path)
 			}
+		case string(name) == devXattr:
+			dev = true
 		case !hiddenXattr(string(name)):
 			none = false
 		}
 	}
-	return setid, none
+	return setid, none, dev
 }
 
 // summarize completes a's set-id bits and AttrNoXattrs flag for the
@@ -69,9 +71,16 @@ func (s *Server) summarize(a *Attr, path string, follow bool) {
 	if fmt != unix.S_IFREG && fmt != unix.S_IFDIR {
 		return
 	}
-	setid, none := xattrSummary(path, follow, s.keepsSetid(fmt))
+	setid, none, dev := xattrSummary(path, follow, s.keepsSetid(fmt))
 	a.Mode |= setid
 	if none {
 		a.Flags |= AttrNoXattrs
+	}
+	if dev && fmt == unix.S_IFREG {
+		get := unix.Lgetxattr
+		if follow {
+			get = unix.Getxattr
+		}
+		showDevice(a, get, path)
 	}
 }

@@ -219,19 +219,44 @@ func Mknod(t *testing.T, dir string) {
 	eq(t, "socket type", lstat(t, s).Mode&unix.S_IFMT, unix.S_IFSOCK)
 }
 
-// MknodDevice makes a character device node, as root. A filesystem may
-// refuse device nodes with EPERM (cachefs does: through one a guest
-// would reach the host's devices); then the test skips.
+// MknodDevice makes character and block device nodes, as root: each
+// keeps its type, device number and mode through a rename, a chmod and
+// a listing. (cachefs keeps them as plain files on the host, the
+// device in an xattr, and its mounts are nodev.)
 func MknodDevice(t *testing.T, dir string) {
 	requireRoot(t)
-	c := filepath.Join(dir, "null")
-	dev := int(unix.Mkdev(1, 3))
-	if err := unix.Mknod(c, unix.S_IFCHR|0666, dev); err == unix.EPERM {
-		t.Skipf("mknod of a device refused: %v", err)
-	} else {
-		check(t, err, "Mknod char device")
+	withUmask(t, 022)
+	for _, c := range []struct {
+		name string
+		typ  uint32
+		dev  uint64
+	}{{"null", unix.S_IFCHR, unix.Mkdev(1, 3)}, {"loop", unix.S_IFBLK, unix.Mkdev(7, 200)}} {
+		p := filepath.Join(dir, c.name)
+		check(t, unix.Mknod(p, c.typ|0640, int(c.dev)), "Mknod "+c.name)
+		st := lstat(t, p)
+		eq(t, c.name+" type", st.Mode&unix.S_IFMT, c.typ)
+		eq(t, c.name+" rdev", st.Rdev, c.dev)
+		eq(t, c.name+" mode", st.Mode&07777, 0640)
+		eq(t, c.name+" size", st.Size, 0)
+		q := p + ".moved"
+		check(t, os.Rename(p, q), "Rename")
+		check(t, unix.Chmod(q, 0600), "Chmod")
+		st = lstat(t, q)
+		eq(t, c.name+" type after rename", st.Mode&unix.S_IFMT, c.typ)
+		eq(t, c.name+" rdev after rename", st.Rdev, c.dev)
+		eq(t, c.name+" mode after chmod", st.Mode&07777, 0600)
+		wantErrno(t, unix.Mknod(q, c.typ|0640, int(c.dev)), unix.EEXIST, "Mknod over "+c.name)
+		var fs unix.Statfs_t
+		check(t, unix.Statfs(dir, &fs), "Statfs")
+		if fs.Flags&unix.ST_NODEV != 0 {
+			_, err := unix.Open(q, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			wantErrno(t, err, unix.EACCES, "open of a device on a nodev mount")
+		}
 	}
-	st := lstat(t, c)
-	eq(t, "device type", st.Mode&unix.S_IFMT, unix.S_IFCHR)
-	eq(t, "rdev", st.Rdev, uint64(dev))
+	types := map[string]uint8{}
+	for _, e := range readRest(t, openDir(t, dir), 4096) {
+		types[e.Name] = e.Type
+	}
+	eq(t, "listed type of null", types["null.moved"], unix.DT_CHR)
+	eq(t, "listed type of loop", types["loop.moved"], unix.DT_BLK)
 }
