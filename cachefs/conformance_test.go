@@ -17,11 +17,8 @@ import (
 // not yet fixed, by name (every mode) or mode/name, with the reason.
 // They still run on the plain directory, and on the mount too with
 // CACHEFS_CONFORMANCE_NOSKIP=1.
-var knownBugs = map[string]string{
-	// "concurrent/name": left out of TestConformanceConcurrent only.
-	"concurrent/ODirectBesideBuffered": "beside the other tests the mount hangs (cached, consistent: " +
-		"writers wait in fuse_file_write_iter, the host answers nothing more); alone it passes in every mode",
-}
+// A name "concurrent/name" leaves it out of TestConformanceConcurrent only.
+var knownBugs = map[string]string{}
 
 // notServed are suite tests of what a mount leaves out by choice, by
 // mode/name, with what: they are skipped there.
