@@ -328,11 +328,7 @@ func (c *metaCache) putAttr(epoch, up, gen uint64, a *upstream.Attr) bool {
 }
 
 func (c *metaCache) putAttrLocked(up, gen uint64, a *upstream.Attr) bool {
-	dropped, ok := c.drops[up]
-	if !ok {
-		dropped = c.dropFloor
-	}
-	if dropped > gen {
+	if c.droppedLocked(up) > gen {
 		c.stats.Dropped++
 		return false
 	}
@@ -397,14 +393,28 @@ func (c *metaCache) noteDense(epoch, up, gen, size uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.syncLocked(epoch)
-	dropped, ok := c.drops[up]
-	if !ok {
-		dropped = c.dropFloor
-	}
-	if e, ok := c.attrs.peek(up); ok && dropped <= gen && e.attr.Size == size {
+	if e, ok := c.attrs.peek(up); ok && c.droppedLocked(up) <= gen && e.attr.Size == size {
 		e.dense = true
 		c.attrs.lru.Add(up, e)
 	}
+}
+
+// droppedLocked returns the generation at which up's attributes were
+// last dropped (a floor for all after a purge). Needs c.mu.
+func (c *metaCache) droppedLocked(up uint64) uint64 {
+	if dropped, ok := c.drops[up]; ok {
+		return dropped
+	}
+	return c.dropFloor
+}
+
+// changedSince reports whether up's attributes were dropped after fence
+// gen: what was read of the node since may be stale.
+func (c *metaCache) changedSince(epoch, up, gen uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.syncLocked(epoch)
+	return c.droppedLocked(up) > gen
 }
 
 // dropAttr forgets a node's attributes and fences fills in flight.

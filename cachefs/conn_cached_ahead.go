@@ -17,9 +17,10 @@ import (
 // a small file whose directory's listing is cached, the cached
 // connection fetches it and its small siblings whole in one OpReadNodes,
 // and answers their first reads from memory. A fetched file is served
-// only while its cached attributes have the size and mtime it was read
-// with: any change on the host or through the guest drops those, and
-// the next read goes to the host.
+// only while its attributes have not been dropped since the fetch (any
+// change on the host or through the guest drops them, whatever it does
+// to the size and mtime) and its cached ones have the size and mtime it
+// was read with.
 
 const (
 	aheadFileMax  = 64 << 10 // files read ahead are at most this big
@@ -28,9 +29,11 @@ const (
 	aheadBytes    = 32 << 20 // bound on what is held
 )
 
-// aheadData is a file read ahead, with its size and mtime as read.
+// aheadData is a file read ahead, with its size and mtime as read and
+// the metadata cache's generation before the fetch (metaCache.fence).
 type aheadData struct {
 	size, mtime int64
+	gen         uint64
 	data        []byte
 }
 
@@ -45,15 +48,16 @@ func newReadAhead() *readAhead {
 	return &readAhead{files: newCostLRU[uint64, aheadData](aheadBytes, func(d aheadData) int { return len(d.data) + 64 }, nil)}
 }
 
-// get returns up's data if it was read with attributes a.
-func (r *readAhead) get(up uint64, a *upstream.Attr) ([]byte, bool) {
+// get returns up's data if it was read with attributes a and the node
+// did not change since (changedSince of the fetch's generation).
+func (r *readAhead) get(up uint64, a *upstream.Attr, changedSince func(gen uint64) bool) ([]byte, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	d, ok := r.files.peek(up)
 	if !ok {
 		return nil, false
 	}
-	if d.size != int64(a.Size) || d.mtime != a.Mtime {
+	if d.size != int64(a.Size) || d.mtime != a.Mtime || changedSince(d.gen) {
 		r.files.remove(up)
 		return nil, false
 	}
@@ -67,11 +71,11 @@ func (r *readAhead) has(up uint64) bool {
 	return ok
 }
 
-func (r *readAhead) put(files []upstream.NodeData) {
+func (r *readAhead) put(files []upstream.NodeData, gen uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, f := range files {
-		r.files.add(f.Node, aheadData{size: f.Size, mtime: f.Mtime, data: f.Data})
+		r.files.add(f.Node, aheadData{size: f.Size, mtime: f.Mtime, gen: gen, data: f.Data})
 	}
 }
 
@@ -92,10 +96,11 @@ func (c *cachedConn) readAhead(ctx context.Context, in *fuse.ReadIn) (fuse.ReadR
 	if !ok || a.Size > aheadFileMax || a.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return nil, false
 	}
-	data, ok := c.ahead.get(up, &a)
+	changed := func(gen uint64) bool { return c.cache.changedSince(epoch, up, gen) }
+	data, ok := c.ahead.get(up, &a, changed)
 	if !ok && in.Offset == 0 && c.up.Has(upstream.FeatReadNodes) {
 		c.fetchAhead(ctx, n, up, epoch)
-		data, ok = c.ahead.get(up, &a)
+		data, ok = c.ahead.get(up, &a, changed)
 	}
 	if !ok {
 		return nil, false
@@ -121,9 +126,10 @@ func (c *cachedConn) fetchAhead(ctx context.Context, n *node, up, epoch uint64) 
 			return nil, nil // fetched by the call this one waited for
 		}
 		req := &upstream.ReadNodesReq{Nodes: c.siblings(up, pup, epoch), Max: aheadFileMax}
+		gen := c.cache.fence(epoch)
 		var resp upstream.ReadNodesResp
 		if c.rpcFor(ctx, epoch, upstream.OpReadNodes, req, &resp) == nil {
-			c.ahead.put(resp.Files)
+			c.ahead.put(resp.Files, gen)
 		}
 		return nil, nil
 	})

@@ -65,3 +65,54 @@ func TestCachedConnReadsAhead(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A file read ahead and then changed on the host with its size and
+// mtime as they were (a write in the same clock tick, or a tool that
+// restores times) is read anew: the change dropped its attributes,
+// and with them what was read ahead.
+func TestCachedConnReadAheadSameTimes(t *testing.T) {
+	export := t.TempDir()
+	src := filepath.Join(export, "src")
+	if err := os.Mkdir(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a.go", "b.go"} {
+		if err := os.WriteFile(filepath.Join(src, name), []byte("package p // old"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := harness.Start(t, harness.Options{Export: export})
+	registerCached(t, env, "src")
+	root := containerView(t, env, "src")
+	if _, err := os.ReadDir(root); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.ReadFile(filepath.Join(root, "a.go")); err != nil { // reads b.go ahead too
+		t.Fatal(err)
+	}
+	if n := upOps(env)["readnodes"]; n != 1 {
+		t.Fatalf("%d readnodes, want 1 (the read-ahead this test is about)", n)
+	}
+	host := filepath.Join(src, "b.go")
+	fi, err := os.Stat(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(host, []byte("package p // new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(host, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := os.ReadFile(filepath.Join(root, "b.go"))
+		if err == nil && string(got) == "package p // new" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b.go after a host change that kept its size and mtime: %q, %v; want the new contents", got, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
