@@ -99,7 +99,15 @@ func (ss *session) readNode(req *ReadNodeReq, resp *DataResp) error {
 	if req.Size > MaxIO {
 		return unix.EINVAL
 	}
-	return ss.withNode(req.Node, func(n *node, fd int) error {
+	return ss.withReadOnly(req.Node, func(rfd int) error {
+		return preadResp(rfd, req.Offset, req.Size, resp)
+	})
+}
+
+// withReadOnly runs f with a read-only descriptor of regular file id,
+// opened for f alone (reopen: by the backend's own way).
+func (ss *session) withReadOnly(id uint64, f func(rfd int) error) error {
+	return ss.withNode(id, func(n *node, fd int) error {
 		if n.fmt != unix.S_IFREG {
 			return unix.EINVAL
 		}
@@ -108,7 +116,7 @@ func (ss *session) readNode(req *ReadNodeReq, resp *DataResp) error {
 			return err
 		}
 		defer unix.Close(rfd)
-		return preadResp(rfd, req.Offset, req.Size, resp)
+		return f(rfd)
 	})
 }
 
@@ -135,15 +143,7 @@ func (ss *session) readNodes(req *ReadNodesReq, resp *ReadNodesResp) error {
 // bytes.
 func (ss *session) readWhole(id uint64, max uint32) (NodeData, error) {
 	f := NodeData{Node: id}
-	err := ss.withNode(id, func(n *node, fd int) error {
-		if n.fmt != unix.S_IFREG {
-			return unix.EINVAL
-		}
-		rfd, err := hostfs.Reopen(fd, unix.O_RDONLY)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(rfd)
+	err := ss.withReadOnly(id, func(rfd int) error {
 		var st unix.Stat_t
 		if err := unix.Fstat(rfd, &st); err != nil {
 			return err
