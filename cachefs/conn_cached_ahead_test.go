@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/cachefs/cachefs/internal/harness"
 )
@@ -53,17 +52,15 @@ func TestCachedConnReadsAhead(t *testing.T) {
 	if err := os.WriteFile(name, []byte("package p // changed on the host"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got, err := os.ReadFile(filepath.Join(root, "f07.go"))
-		if err == nil && string(got) == "package p // changed on the host" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after a host change: %q, %v; want the host's new contents", got, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(t, "reading f07.go's new contents after a host change", func() bool {
+		return readsAs(filepath.Join(root, "f07.go"), "package p // changed on the host")
+	})
+}
+
+// readsAs reports whether the file at p holds want.
+func readsAs(p, want string) bool {
+	got, err := os.ReadFile(p)
+	return err == nil && string(got) == want
 }
 
 // A file read ahead and then changed on the host with its size and
@@ -104,15 +101,7 @@ func TestCachedConnReadAheadSameTimes(t *testing.T) {
 	if err := os.Chtimes(host, fi.ModTime(), fi.ModTime()); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got, err := os.ReadFile(filepath.Join(root, "b.go"))
-		if err == nil && string(got) == "package p // new" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("b.go after a host change that kept its size and mtime: %q, %v; want the new contents", got, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(t, "reading b.go's new contents after a host change that kept its size and mtime", func() bool {
+		return readsAs(filepath.Join(root, "b.go"), "package p // new")
+	})
 }
