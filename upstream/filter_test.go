@@ -290,3 +290,38 @@ func TestAllowSetID(t *testing.T) {
 		t.Errorf("host user.cachefs.setid: got %v, want ENODATA", err)
 	}
 }
+
+// TestParkNamesHidden: a name the write-back parks an object at
+// (upstream.ParkPrefix) is left out of listings and whole-tree reads, a
+// lookup does not find it and a guest's create may not make it; the
+// write-back's ops still move it by path.
+func TestParkNamesHidden(t *testing.T) {
+	ts := startServer(t, upstream.ServerOptions{})
+	c := newClient(t, ts.addr, upstream.ClientOptions{})
+	park := upstream.ParkPrefix + "42"
+	if err := os.WriteFile(filepath.Join(ts.export, park), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	create(t, c, upstream.RootID, "a")
+	if got := readdir(t, c, upstream.RootID); got != ". .. a" {
+		t.Errorf("Readdir: got %q, want \". .. a\"", got)
+	}
+	var tr upstream.TreeResp
+	must(t, c, upstream.OpReadTree, &upstream.TreeReq{Node: upstream.RootID, MaxEntries: 100}, &tr)
+	for _, d := range tr.Dirs {
+		for _, e := range d.Entries {
+			if upstream.Parked(e.Name) {
+				t.Errorf("ReadTree lists %s", e.Name)
+			}
+		}
+	}
+	err := try(c, upstream.OpLookup, &upstream.LookupReq{Parent: upstream.RootID, Name: park}, &upstream.EntryResp{})
+	wantErrno(t, "Lookup "+park, err, syscall.ENOENT)
+	err = try(c, upstream.OpCreate, &upstream.CreateReq{Parent: upstream.RootID, Name: upstream.ParkPrefix + "7",
+		Flags: syscall.O_RDWR, Mode: 0o644, Caller: rootCaller}, &upstream.CreateResp{})
+	wantErrno(t, "Create of a park name", err, syscall.EPERM)
+	applyOne(t, c, upstream.WBOp{Kind: upstream.WBMoveOver, Path: park, Path2: "b"})
+	if got := hostNames(t, ts.export); got != "a b" {
+		t.Errorf("host after the move out of the park name: %q, want \"a b\"", got)
+	}
+}

@@ -3,6 +3,7 @@
 package upstream
 
 import (
+	"strings"
 	"sync"
 	"syscall"
 
@@ -142,6 +143,16 @@ func (t *nodeTable) len() int {
 
 // validName rejects names that are not a single component of the
 // directory they are looked up in.
+// ParkPrefix begins the names at which a write-back parks an object
+// between two of its passes (package overlay). They are the write-back's
+// own: the server leaves them out of every listing, a lookup does not
+// find them and the guest's name ops may not make them, so no program
+// in the guest sees one; write-back ops reach them by path.
+const ParkPrefix = ".cachefs-move-"
+
+// Parked reports whether name is a park name (ParkPrefix).
+func Parked(name string) bool { return strings.HasPrefix(name, ParkPrefix) }
+
 func validName(name string) error {
 	if len(name) > 255 {
 		return syscall.ENAMETOOLONG

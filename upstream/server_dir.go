@@ -80,6 +80,7 @@ func (ss *session) trackPos(f *openFile, r *fdRef, pos uint64) {
 // readDirents reads up to limit entries from fd, which stands at off. It
 // returns them, the offset after the last one, and whether the
 // directory ended. Entries read past limit are given back by seeking.
+// Park names (Parked) are left out.
 func readDirents(fd int, off uint64, limit int) ([]Dirent, uint64, bool, error) {
 	var ents []Dirent
 	buf := make([]byte, 32<<10)
@@ -101,8 +102,10 @@ func readDirents(fd int, off uint64, limit int) ([]Dirent, uint64, bool, error) 
 				name = name[:i]
 			}
 			off = binary.LittleEndian.Uint64(b[8:])
-			ents = append(ents, Dirent{Name: string(name), Off: off,
-				Ino: binary.LittleEndian.Uint64(b), Mode: uint32(b[18]) << 12})
+			if !Parked(string(name)) {
+				ents = append(ents, Dirent{Name: string(name), Off: off,
+					Ino: binary.LittleEndian.Uint64(b), Mode: uint32(b[18]) << 12})
+			}
 			b = b[reclen:]
 		}
 	}

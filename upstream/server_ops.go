@@ -110,6 +110,9 @@ func (ss *session) withDirName(id uint64, name string, f func(dir *node, fd int)
 	if err := validName(name); err != nil {
 		return err
 	}
+	if Parked(name) {
+		return unix.EPERM // the write-back's own (lookup answers ENOENT)
+	}
 	return ss.withNode(id, func(n *node, fd int) error {
 		if n.fmt != unix.S_IFDIR {
 			return unix.ENOTDIR
@@ -140,6 +143,9 @@ func (ss *session) writable() error {
 }
 
 func (ss *session) lookup(req *LookupReq, resp *EntryResp) error {
+	if Parked(req.Name) {
+		return unix.ENOENT
+	}
 	return ss.withDirName(req.Parent, req.Name, func(dir *node, fd int) (err error) {
 		resp.Entry, err = ss.lookupIn(dir, fd, req.Name)
 		return err

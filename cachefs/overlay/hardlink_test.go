@@ -28,8 +28,12 @@ func TestHardLinkSequences(t *testing.T) {
 		func(f *fixture) { os.Remove(filepath.Join(f.upper, "a")) },
 		func(f *fixture) { os.Link(filepath.Join(f.upper, "b"), filepath.Join(f.upper, "d/c")) },
 	}
-	for mask := 0; mask < 1<<len(steps); mask++ {
+	for mask := 0; mask < 1<<(len(steps)+1); mask++ {
 		f := newFixture(t)
+		watch := mask&(1<<len(steps)) != 0
+		if watch {
+			f.start(true) // the watcher's marks choose what each pass scans
+		}
 		for i, s := range steps {
 			s(f)
 			if mask&(1<<i) != 0 {
@@ -41,7 +45,7 @@ func TestHardLinkSequences(t *testing.T) {
 		unix.Lstat(filepath.Join(f.h.export, "b"), &b)
 		unix.Lstat(filepath.Join(f.h.export, "d/c"), &c)
 		if b.Ino != c.Ino || b.Ino == 0 {
-			t.Errorf("passes after steps %07b: host b is inode %d, d/c %d; want one file", mask, b.Ino, c.Ino)
+			t.Errorf("passes after steps %07b (watching: %v): host b is inode %d, d/c %d; want one file", mask&(1<<len(steps)-1), watch, b.Ino, c.Ino)
 		}
 		f.wantHost("d/c", "onetwo")
 		f.wantHost("a", "-")

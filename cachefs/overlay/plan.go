@@ -295,9 +295,10 @@ func (p *planner) host(rel string) string {
 
 // tempName is where step 1 parks the object of upper inode ino: a name
 // at the subtree's root, the same for the same object in a pass made
-// again after a crash.
+// again after a crash. The host server hides park names from the guest
+// (upstream.Parked): the overlay's lower view never shows one.
 func tempName(ino uint64) string {
-	return ".cachefs-move-" + strconv.FormatUint(ino, 10)
+	return upstream.ParkPrefix + strconv.FormatUint(ino, 10)
 }
 
 // hostSim follows the host paths that step 1's moves change.
