@@ -1,6 +1,8 @@
 package cachefs_test
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,7 +19,7 @@ type fileState struct {
 	Mode     uint32
 	Uid, Gid uint32
 	Mtime    int64
-	Data     string // a file's contents, a symlink's target
+	Data     string // a file's contents (a digest past wholeData), a symlink's target
 	Xattrs   string // user.* names and values
 	Links    string // the other names of a file with hard links in the tree
 }
@@ -57,11 +59,11 @@ func walkTree(t *testing.T, dfd int, name, rel string, out map[string]fileState,
 	fs := fileState{Mode: st.Mode, Uid: st.Uid, Gid: st.Gid, Mtime: unix.TimespecToNsec(st.Mtim), Xattrs: userXattrs(p)}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
-		b, err := os.ReadFile(p)
+		data, err := fileData(p, st.Size)
 		if err != nil {
 			t.Fatalf("read %s: %v", rel, err)
 		}
-		fs.Data = string(b)
+		fs.Data = data
 		fs.Mode |= keptSetid(p)
 		byIno[st.Ino] = append(byIno[st.Ino], rel)
 	case unix.S_IFLNK:
@@ -147,4 +149,82 @@ func keptSetid(p string) uint32 {
 		return 0
 	}
 	return uint32(bits) & (unix.S_ISUID | unix.S_ISGID)
+}
+
+// wholeData is the largest file a tree comparison holds whole; larger
+// ones are compared by digest, so that a sparse file of some GiB (the
+// suite's SparsePast2G) costs no memory.
+const wholeData = 64 << 10
+
+// fileData returns the contents of the file at p, of size bytes, or for
+// a larger file its size and a digest of its non-zero 4 KiB blocks with
+// their offsets: equal for equal contents whatever the holes, and read
+// from the data extents only (SEEK_DATA), so a hole costs nothing.
+func fileData(p string, size int64) (string, error) {
+	if size <= wholeData {
+		b, err := os.ReadFile(p)
+		return string(b), err
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	buf := make([]byte, 1<<20)
+	zero := make([]byte, 4096)
+	for off := int64(0); off < size; {
+		data, err := unix.Seek(int(f.Fd()), off, unix.SEEK_DATA)
+		if err == unix.ENXIO {
+			break // only a hole follows
+		} else if err != nil {
+			return "", err
+		}
+		n, err := f.ReadAt(buf, data&^4095)
+		if n == 0 {
+			return "", fmt.Errorf("read at %d: %v", data, err)
+		}
+		for b := 0; b < n; b += 4096 {
+			blk := buf[b:min(b+4096, n)]
+			if !bytes.Equal(blk, zero[:len(blk)]) {
+				fmt.Fprintf(h, "%d:", data&^4095+int64(b))
+				h.Write(blk)
+			}
+		}
+		off = data&^4095 + int64(n)
+	}
+	return fmt.Sprintf("%d bytes, digest %x", size, h.Sum(nil)), nil
+}
+
+// TestFileDataDigest: the digest of a large file is the same for the
+// same contents with or without holes, and differs for one byte.
+func TestFileDataDigest(t *testing.T) {
+	dir := t.TempDir()
+	size := int64(3 << 20)
+	write := func(name string, dense bool, b byte) string {
+		p := filepath.Join(dir, name)
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if dense {
+			f.Write(make([]byte, size))
+		} else {
+			f.Truncate(size)
+		}
+		f.WriteAt([]byte{b}, 2<<20+7)
+		d, err := fileData(p, size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	sparse, dense, other := write("s", false, 'x'), write("d", true, 'x'), write("o", false, 'y')
+	if sparse != dense {
+		t.Errorf("same contents, sparse and dense: %q != %q", sparse, dense)
+	}
+	if sparse == other {
+		t.Errorf("contents differing in one byte, same digest %q", sparse)
+	}
 }
