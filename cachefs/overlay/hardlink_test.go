@@ -112,3 +112,44 @@ func TestLinkOfUnreadFile(t *testing.T) {
 	f.wantHost("b", "data")
 	f.wantHost("a", "-")
 }
+
+// TestLinkDuringScan: a file is linked into another directory between
+// the scans of its two directories in one pass, so the scan saw its
+// first name with one link and the new name with two. The host must end
+// with one file under both names (they were written back as two files,
+// and no later pass joined them: each name's record matched its inode).
+func TestLinkDuringScan(t *testing.T) {
+	f := newFixture(t)
+	os.Mkdir(filepath.Join(f.upper, "a"), 0o755)
+	os.Mkdir(filepath.Join(f.upper, "d"), 0o755)
+	f.flush() // a and d on the host, recorded: scanned only when marked
+	f.eng.Close()
+	f.upperFile("a/src", "x")
+	st, sf, err := loadState(f.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := newScan(f.upper, st, nil, map[string]bool{})
+	sc.dir("a", false) // a/src, with one link
+	if err := os.Link(filepath.Join(f.upper, "a/src"), filepath.Join(f.upper, "d/l")); err != nil {
+		t.Fatal(err)
+	}
+	sc.dir("d", false) // d/l, with two
+	groups := newPlanner(sc, "", nil, false).plan()
+	if out := sendGroups(context.Background(), f.upper, f.h.send, groups); out.err != nil || len(out.failed) > 0 {
+		t.Fatalf("send: %v %+v", out.err, out.failed)
+	}
+	if _, err := sf.save(st); err != nil {
+		t.Fatal(err)
+	}
+	sf.close()
+	f.start(false)
+	f.flush()
+	var a, b unix.Stat_t
+	unix.Lstat(filepath.Join(f.h.export, "a/src"), &a)
+	unix.Lstat(filepath.Join(f.h.export, "d/l"), &b)
+	if a.Ino != b.Ino || a.Ino == 0 {
+		t.Errorf("host a/src is inode %d, d/l %d; want one file", a.Ino, b.Ino)
+	}
+	f.wantHost("d/l", "x")
+}

@@ -74,7 +74,7 @@ type planner struct {
 	again    bool     // something waits for a later pass
 	sim      hostSim
 	ready    map[string]bool   // targets already moved in step 1
-	planned  map[uint64]string // the first name of each new file with links
+	planned  map[uint64]*entry // the first new name of each inode, but directories
 	claimed  map[*hnode]string // records moved in this pass, to where
 	groups   []*group
 	commits  []func()
@@ -86,7 +86,7 @@ type planner struct {
 
 func newPlanner(sc *scan, prefix string, modified map[string]bool, blind bool) *planner {
 	return &planner{sc: sc, st: sc.state, prefix: prefix, modified: modified, blind: blind,
-		ready: map[string]bool{}, planned: map[uint64]string{}, claimed: map[*hnode]string{}, timed: map[string]bool{}, touched: map[string]bool{},
+		ready: map[string]bool{}, planned: map[uint64]*entry{}, claimed: map[*hnode]string{}, timed: map[string]bool{}, touched: map[string]bool{},
 		groupOf: map[string]*group{}}
 }
 
@@ -151,17 +151,33 @@ func (p *planner) action(e *entry) *action {
 	if p.byInode(a) {
 		return a
 	}
-	if first, ok := p.planned[e.ino]; ok && e.kind != kDir {
-		a.link = first // another new name of a file new in this pass
+	if first := p.planned[e.ino]; first != nil && p.sameFile(first, e) {
+		a.link = first.path // another new name of a file new in this pass
 		return a
 	}
 	if e.redirect != "" && e.path != "" {
 		p.byRedirect(a, n)
 	}
-	if e.kind != kDir && e.nlink > 1 {
-		p.planned[e.ino] = e.path
+	if e.kind != kDir && p.planned[e.ino] == nil {
+		p.planned[e.ino] = e
 	}
 	return a
+}
+
+// sameFile reports whether e, new in this pass, is another name of
+// first, the first new name of its inode in the pass. first may have
+// been scanned with one link and e linked to it after: then first is
+// looked at again, for the inode could have been freed and taken by e
+// in between.
+func (p *planner) sameFile(first, e *entry) bool {
+	if e.kind == kDir || first.kind != e.kind {
+		return false
+	}
+	if first.nlink > 1 {
+		return true
+	}
+	var st unix.Stat_t
+	return e.nlink > 1 && lstatAt(p.sc.upper, first.path, &st) == nil && st.Ino == e.ino
 }
 
 // byInode finds a changed entry's inode among the records: the same
