@@ -81,8 +81,8 @@ func (e *Engine) afterPass(p *planner, out sendOut, full bool) {
 	for _, f := range out.failed {
 		e.failures[f.Path] = f
 	}
-	for _, d := range p.devices {
-		e.failures[d] = Failure{Path: d, Op: "mknod", Errno: syscall.EPERM}
+	for _, f := range p.refused {
+		e.failures[f.Path] = f
 	}
 	for path, err := range p.sc.errs {
 		errno, ok := err.(syscall.Errno)

@@ -4,8 +4,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/cachefs/cachefs/upstream"
 	"golang.org/x/sys/unix"
 )
 
@@ -152,4 +155,35 @@ func TestLinkDuringScan(t *testing.T) {
 		t.Errorf("host a/src is inode %d, d/l %d; want one file", a.Ino, b.Ino)
 	}
 	f.wantHost("d/l", "x")
+}
+
+// TestParkNameRefused: a file or directory of the guest's named like a
+// park name is not written back (the write-back would take it for a
+// parked object, and the host hides such names): flush reports it with
+// EPERM and writes the rest.
+func TestParkNameRefused(t *testing.T) {
+	f := newFixture(t)
+	park := upstream.ParkPrefix + "1"
+	f.upperFile(park, "mine")
+	f.upperFile("d/"+park+"/x", "mine too")
+	f.upperFile("d/ok", "ok")
+	f.start(false)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	failed, err := f.eng.Flush(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]syscall.Errno{}
+	for _, fl := range failed {
+		got[fl.Path] = fl.Errno
+	}
+	for _, p := range []string{park, "d/" + park, "d/" + park + "/x"} {
+		if got[p] != syscall.EPERM {
+			t.Errorf("flush failures %+v: want %s refused with EPERM", failed, p)
+		}
+	}
+	f.wantHost("d/ok", "ok")
+	f.wantHost(park, "-")
+	f.wantHost("d/"+park, "-")
 }

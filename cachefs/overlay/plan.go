@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/cachefs/cachefs/upstream"
 	"golang.org/x/sys/unix"
@@ -64,7 +65,7 @@ type planner struct {
 	prefix   string          // the subtree's path in the export
 	modified map[string]bool // files written to (watcher)
 	blind    bool            // no write hints: a changed ctime means changed data
-	devices  []string        // device nodes, never written back
+	refused  []Failure       // never written back: device nodes, park names
 	keepGone bool            // the scan did not settle: gone records may have moved unseen
 
 	acts     []*action
@@ -112,15 +113,29 @@ func (p *planner) actions() {
 	slices.SortFunc(paths, byDepth)
 	for _, path := range paths {
 		e := p.sc.changed[path]
-		switch e.kind {
-		case kWhiteout:
+		switch {
+		case e.kind == kWhiteout:
 			p.removals = append(p.removals, path)
-		case kDevice:
-			p.devices = append(p.devices, path)
+		case e.kind == kDevice:
+			p.refused = append(p.refused, Failure{Path: path, Op: "mknod", Errno: syscall.EPERM})
+		case parkedPath(path):
+			p.refused = append(p.refused, Failure{Path: path, Op: "name", Errno: syscall.EPERM})
 		default:
 			p.acts = append(p.acts, p.action(e))
 		}
 	}
+}
+
+// parkedPath reports whether a name in path is a park name, which the
+// write-back keeps for itself (tempName): the guest's own file of that
+// name would be taken for a parked object, or hidden on the host.
+func parkedPath(path string) bool {
+	for _, name := range strings.Split(path, "/") {
+		if upstream.Parked(name) {
+			return true
+		}
+	}
+	return false
 }
 
 // byDepth orders paths parents first.
