@@ -65,7 +65,13 @@ func walkTree(t *testing.T, dfd int, name, rel string, out map[string]fileState,
 		}
 		fs.Data = data
 		fs.Mode |= keptSetid(p)
+		if typ, rdev, ok := keptDevice(p); ok { // the host's placeholder of a device
+			fs.Mode, fs.Data = typ|st.Mode&07777, fmt.Sprint("device ", rdev)
+			break
+		}
 		byIno[st.Ino] = append(byIno[st.Ino], rel)
+	case unix.S_IFCHR, unix.S_IFBLK:
+		fs.Data = fmt.Sprint("device ", st.Rdev)
 	case unix.S_IFLNK:
 		fs.Data, _ = os.Readlink(p)
 	case unix.S_IFDIR:
@@ -149,6 +155,24 @@ func keptSetid(p string) uint32 {
 		return 0
 	}
 	return uint32(bits) & (unix.S_ISUID | unix.S_ISGID)
+}
+
+// keptDevice returns the device type and number a host placeholder file
+// stands for (upstream's user.cachefs.dev: "c 259"), if p is one.
+func keptDevice(p string) (uint32, uint64, bool) {
+	buf := make([]byte, 24)
+	n, err := unix.Getxattr(p, "user.cachefs.dev", buf)
+	if err != nil || n < 3 {
+		return 0, 0, false
+	}
+	rdev, err := strconv.ParseUint(string(buf[2:n]), 10, 32)
+	if err != nil {
+		return 0, 0, false
+	}
+	if buf[0] == 'b' {
+		return unix.S_IFBLK, rdev, true
+	}
+	return unix.S_IFCHR, rdev, true
 }
 
 // wholeData is the largest file a tree comparison holds whole; larger

@@ -97,8 +97,34 @@ func TestApplyReplace(t *testing.T) {
 	if target, _ := os.Readlink(filepath.Join(ts.export, "sym")); target != "new" {
 		t.Errorf("sym -> %q, want new", target)
 	}
-	if e := applyOps(t, c, []upstream.WBOp{{Kind: upstream.WBMknod, Path: "dev", Mode: unix.S_IFCHR | 0o600}}); e[0] != syscall.EPERM {
-		t.Errorf("WBMknod of a device: %v, want EPERM", e[0])
+	if e := applyOps(t, c, []upstream.WBOp{{Kind: upstream.WBMknod, Path: "dir2", Mode: unix.S_IFDIR | 0o700}}); e[0] != syscall.EPERM {
+		t.Errorf("WBMknod of a directory: %v, want EPERM", e[0])
+	}
+}
+
+// TestApplyDevice: WBMknod of a device makes the placeholder Mknod
+// makes (a regular file on the host; a device with its number to the
+// guest), and applied again, or with WBReplace over it, keeps it.
+func TestApplyDevice(t *testing.T) {
+	ts := startServer(t, upstream.ServerOptions{})
+	c := newClient(t, ts.addr, upstream.ClientOptions{})
+	rdev := uint64(unix.Mkdev(1, 3))
+	op := upstream.WBOp{Kind: upstream.WBMknod, Path: "null", Mode: unix.S_IFCHR | 0o640, Size: rdev}
+	wantApplied(t, c, []upstream.WBOp{op, op})
+	op.Flags = upstream.WBReplace
+	wantApplied(t, c, []upstream.WBOp{op})
+	wantType(t, filepath.Join(ts.export, "null"), unix.S_IFREG)
+	e := lookup(t, c, upstream.RootID, "null")
+	if e.Attr.Mode != unix.S_IFCHR|0o640 || uint64(e.Attr.Rdev) != rdev {
+		t.Errorf("guest sees mode %o rdev %#x, want %o %#x", e.Attr.Mode, e.Attr.Rdev, unix.S_IFCHR|0o640, rdev)
+	}
+	blk := upstream.WBOp{Kind: upstream.WBMknod, Path: "null", Mode: unix.S_IFBLK | 0o640, Size: rdev, Flags: upstream.WBReplace}
+	wantApplied(t, c, []upstream.WBOp{blk})
+	if e := lookup(t, c, upstream.RootID, "null"); e.Attr.Mode&unix.S_IFMT != unix.S_IFBLK {
+		t.Errorf("replaced by a block device: guest sees mode %o", e.Attr.Mode)
+	}
+	if e := applyOps(t, c, []upstream.WBOp{{Kind: upstream.WBMknod, Path: "big", Mode: unix.S_IFCHR | 0o600, Size: 1 << 40}}); e[0] != syscall.EINVAL {
+		t.Errorf("WBMknod of a device number past 32 bits: %v, want EINVAL", e[0])
 	}
 }
 

@@ -530,7 +530,7 @@ const (
 	WBSetattr                  // Path's attributes per Valid (as SetattrReq)
 	WBLink                     // Path2 is a new name of Path
 	// The kinds below need FeatTreeWB (server_apply_tree.go).
-	WBMknod      // Path is a fifo or socket (Mode with its type bits, Uid, Gid)
+	WBMknod      // Path is a fifo, socket or device (Mode with its type bits, Uid, Gid; a device's number in Size, as Attr.Rdev)
 	WBRemoveTree // Path is gone, with everything under it if a directory
 	WBMoveOver   // Path moved to Path2, replacing what is there, a directory with its contents
 	WBXattrs     // Path's extended attributes are exactly those in Data (EncodeXattrs), but for names the host keeps to itself

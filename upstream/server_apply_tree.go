@@ -67,6 +67,9 @@ func keeps(dfd int, name string, op *WBOp, st *unix.Stat_t) bool {
 		n, err := unix.Readlinkat(dfd, name, buf)
 		return fmt == unix.S_IFLNK && err == nil && string(buf[:n]) == op.Target
 	case WBMknod:
+		if want := op.Mode & unix.S_IFMT; isDevice(want) {
+			return isDevAt(dfd, name, want, uint32(op.Size))
+		}
 		return fmt == op.Mode&unix.S_IFMT
 	}
 	return true
@@ -103,10 +106,13 @@ func removeTree(dfd int, name string) error {
 	return nil
 }
 
-// applyMknod makes a fifo or socket; device nodes are refused, as by
-// mknod.
+// applyMknod makes a fifo or socket, or the placeholder of a device
+// (server_dev.go) whose number is op.Size, as mknod does.
 func (ss *session) applyMknod(dfd int, name string, op *WBOp) error {
 	fmt := op.Mode & unix.S_IFMT
+	if isDevice(fmt) {
+		return ss.applyDevice(dfd, name, op)
+	}
 	if fmt != unix.S_IFIFO && fmt != unix.S_IFSOCK {
 		return unix.EPERM
 	}
@@ -119,6 +125,32 @@ func (ss *session) applyMknod(dfd int, name string, op *WBOp) error {
 		err = isType(dfd, name, fmt)
 	}
 	return ss.applyOwner(dfd, name, op, err)
+}
+
+// applyDevice makes the placeholder of the device op stands for; one
+// of the same device already there is kept.
+func (ss *session) applyDevice(dfd int, name string, op *WBOp) error {
+	fmt, rdev := op.Mode&unix.S_IFMT, uint32(op.Size)
+	if uint64(rdev) != op.Size {
+		return unix.EINVAL
+	}
+	ss.markPath(dfd, name, invalidation.Create, invalidation.Attrib)
+	err := mkdevAt(dfd, name, fmt, op.Mode&0777, rdev)
+	if err == unix.EEXIST && isDevAt(dfd, name, fmt, rdev) {
+		err = nil
+	}
+	return ss.applyOwner(dfd, name, op, err)
+}
+
+// isDevAt reports whether name in dfd is the placeholder of device rdev
+// of type fmt.
+func isDevAt(dfd int, name string, fmt, rdev uint32) bool {
+	var st unix.Stat_t
+	if unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return false
+	}
+	f, r, ok := readDev(unix.Lgetxattr, hostfs.FDPath(dfd)+"/"+name)
+	return ok && f == fmt && r == rdev
 }
 
 // applyMoveOver renames Path to Path2, removing first what stops the

@@ -65,7 +65,7 @@ type planner struct {
 	prefix   string          // the subtree's path in the export
 	modified map[string]bool // files written to (watcher)
 	blind    bool            // no write hints: a changed ctime means changed data
-	refused  []Failure       // never written back: device nodes, park names
+	refused  []Failure       // never written back: park names
 	keepGone bool            // the scan did not settle: gone records may have moved unseen
 
 	acts     []*action
@@ -116,8 +116,6 @@ func (p *planner) actions() {
 		switch {
 		case e.kind == kWhiteout:
 			p.removals = append(p.removals, path)
-		case e.kind == kDevice:
-			p.refused = append(p.refused, Failure{Path: path, Op: "mknod", Errno: syscall.EPERM})
 		case parkedPath(path):
 			p.refused = append(p.refused, Failure{Path: path, Op: "name", Errno: syscall.EPERM})
 		default:

@@ -243,8 +243,8 @@ func (p *planner) create(g *group, a *action) {
 		op.Kind = upstream.WBMkdir
 	case e.kind == kSymlink && isNew:
 		op.Kind, op.Target = upstream.WBSymlink, e.target
-	case e.kind == kSpecial && isNew:
-		op.Kind, op.Mode = upstream.WBMknod, e.mode
+	case (e.kind == kSpecial || e.kind == kDevice) && isNew:
+		op.Kind, op.Mode, op.Size = upstream.WBMknod, e.mode, uint64(e.rdev)
 	case e.kind == kFile && p.needsData(a):
 		op.Kind = upstream.WBCreate
 		if e.origin || !isNew {

@@ -135,7 +135,9 @@ func (s *hostState) unindex(n *hnode) {
 }
 
 // indexed reports the kinds matched by inode: whiteouts share one.
-func indexed(k kind) bool { return k == kFile || k == kDir || k == kSymlink || k == kSpecial }
+func indexed(k kind) bool {
+	return k == kFile || k == kDir || k == kSymlink || k == kSpecial || k == kDevice
+}
 
 // remove drops n and everything under it.
 func (s *hostState) remove(n *hnode) {

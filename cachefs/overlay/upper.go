@@ -21,7 +21,7 @@ const (
 	kSymlink              // symbolic link
 	kWhiteout             // char device 0/0: the lower's name is deleted
 	kSpecial              // fifo or socket
-	kDevice               // device node: never written back (the host refuses them)
+	kDevice               // device node: written back as the host's placeholder of it (upstream's server_dev.go)
 )
 
 const (
@@ -41,7 +41,8 @@ type entry struct {
 	mode                uint32 // st_mode
 	uid, gid            uint32
 	size                int64
-	atime, mtime, ctime int64 // nanoseconds
+	rdev                uint32 // a device's number
+	atime, mtime, ctime int64  // nanoseconds
 
 	redirect string           // trusted.overlay.redirect: moved here from this lower path
 	opaque   bool             // hides the lower directory of the same path
@@ -65,7 +66,7 @@ func statEntry(dfd int, name, rel string) (*entry, error) {
 	}
 	e := &entry{path: rel, ino: st.Ino, nlink: uint64(st.Nlink), mode: st.Mode, uid: st.Uid, gid: st.Gid,
 		size: st.Size, atime: unix.TimespecToNsec(st.Atim), mtime: unix.TimespecToNsec(st.Mtim),
-		ctime: unix.TimespecToNsec(st.Ctim)}
+		ctime: unix.TimespecToNsec(st.Ctim), rdev: uint32(st.Rdev)}
 	e.kind = kindOf(st.Mode, st.Rdev)
 	return e, nil
 }
