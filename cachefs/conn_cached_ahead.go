@@ -98,7 +98,7 @@ func (c *cachedConn) readAhead(ctx context.Context, in *fuse.ReadIn) (fuse.ReadR
 	}
 	changed := func(gen uint64) bool { return c.cache.changedSince(epoch, up, gen) }
 	data, ok := c.ahead.get(up, &a, changed)
-	if !ok && in.Offset == 0 && c.up.Has(upstream.FeatReadNodes) {
+	if !ok && in.Offset == 0 && c.up.Offers(upstream.OpReadNodes) {
 		c.fetchAhead(ctx, n, up, epoch)
 		data, ok = c.ahead.get(up, &a, changed)
 	}

@@ -33,7 +33,7 @@ func (fs *FS) readByNode(ctx context.Context, in *fuse.ReadIn) (fuse.ReadResult,
 	var data []byte
 	unsupported := false
 	st := fs.call(func(epoch uint64) error {
-		if unsupported = !fs.up.Has(upstream.FeatReadNode); unsupported {
+		if unsupported = !fs.up.Offers(upstream.OpReadNode); unsupported {
 			return nil // a new session with a host that lacks it
 		}
 		up, err := fs.upIDFor(ctx, h.node, epoch)

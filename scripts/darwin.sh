@@ -10,7 +10,7 @@
 # other package, present or future, must build for darwin.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-guest_only='^github.com/cachefs/cachefs/(cachefs|cachefs/overlay|internal/fuseuring|internal/posixtest|internal/harness|benchmarks/cmd/[^/]+)$'
+guest_only='^github.com/cachefs/cachefs/(cachefs|cachefs/overlay|internal/fuseuring|internal/posixtest|internal/harness|internal/inproc|benchmarks/cmd/[^/]+)$'
 mapfile -t pkgs < <(go list ./... | grep -Ev "$guest_only")
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

@@ -118,6 +118,14 @@ func (c *Client) Has(f uint64) bool {
 	return c.hello.Features&f != 0
 }
 
+// Offers reports whether the host offered in this session what op needs:
+// the feature that gates it in the ops table (ops_table.go), if any.
+// Call fails with ENOSYS, sending nothing, an op the host does not offer.
+func (c *Client) Offers(op Op) bool {
+	g := op.info().gate
+	return g == 0 || c.Has(g)
+}
+
 // Epoch identifies the current host session; node ids from another
 // epoch are void.
 func (c *Client) Epoch() uint64 {
@@ -411,6 +419,9 @@ func (c *Client) call(ctx context.Context, want uint64, op Op, req, resp any) er
 		if err != nil {
 			return err
 		}
+		if !c.Offers(op) {
+			return syscall.ENOSYS // an older host would close the connection
+		}
 		err = cc.roundTrip(ctx, op, id, req, resp)
 		if !errors.Is(err, errConnLost) {
 			return err
@@ -430,7 +441,7 @@ func (c *Client) call(ctx context.Context, want uint64, op Op, req, resp any) er
 // even if its caller gave up, so that its cancel reaches it (roundTrip
 // sends one at once).
 func repeatContext(ctx context.Context, op Op) context.Context {
-	if op == OpSetlk {
+	if op.info().repeatDetached {
 		return context.WithoutCancel(ctx)
 	}
 	return ctx
@@ -465,16 +476,4 @@ func (c *Client) Drop() {
 // else only the idempotent ones.
 func (c *Client) mayRepeat(op Op) bool {
 	return c.Has(FeatReplay) || idempotent(op)
-}
-
-// idempotent ops may be sent again when their reply was lost, even to a
-// host without FeatReplay.
-func idempotent(op Op) bool {
-	switch op {
-	case OpPing, OpLookup, OpGetattr, OpReadlink, OpRead, OpWrite, OpFlush, OpFsync,
-		OpReaddir, OpStatfs, OpGetxattr, OpListxattr, OpLseek, OpGetlk, OpSetattr,
-		OpOpen, OpOpendir, OpRelease, OpReleasedir, OpFallocate, OpApply, OpReadTree, OpWatch, OpReadNode, OpReadNodes:
-		return true
-	}
-	return false
 }

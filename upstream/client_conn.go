@@ -124,7 +124,7 @@ func (cc *clientConn) wait(ctx context.Context, op Op, id uint64, ch chan reply)
 		if !g.woken() {
 			continue
 		}
-		if op == OpSetlk && cc.c.Has(FeatCancel) {
+		if cancellable(op) && cc.c.Offers(OpCancel) {
 			return cc.cancel(id, ch), nil
 		}
 		cc.forget(id) // an older host: its wait goes on, unknown to the caller

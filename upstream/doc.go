@@ -4,7 +4,16 @@
 //
 // # Protocol
 //
-// proto.go holds every message, op id and limit, and no logic. Frames
+// proto.go holds every message, op id and limit, and no logic.
+// ops_table.go holds one row per op of what is known about it: its
+// name, its request and reply messages, whether it is idempotent (may be
+// repeated to a host without FeatReplay), pure (the replay cache keeps
+// no reply for it), cancellable, repeated even after its caller gave up,
+// answered by the server's reader at once, and the feature that gates
+// it. The server's dispatch is checked against it at start, and the
+// replay cache, the client's retry rules, cancellation and the stats
+// names read it; adding an op is a row there, its messages and its
+// handler (server_ops.go). Frames
 // (frame.go) are a length, a Header and a payload that codec.go encodes
 // field by field. A connection carries many requests at once; each reply
 // names its request's id and replies come in completion order. Host
@@ -20,7 +29,8 @@
 // the server attaches no session before the guest's proof checks. The
 // handshake also settles the features both sides use (Feat*): a client
 // sends an op that needs one (OpReadNode: a read by node, without a
-// handle) only if the host offered it in this session.
+// handle; its gate in the ops table) only if the host offered it in this
+// session (Client.Offers); Call fails with ENOSYS otherwise.
 //
 // # Errors
 //

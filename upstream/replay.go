@@ -41,18 +41,6 @@ func newReplayCache() *replayCache {
 	return &replayCache{byID: map[uint64]*replayEntry{}}
 }
 
-// pure ops change nothing on the host: running them again is harmless.
-// (A cancel changes what another request does, but the same however
-// often it is repeated.)
-func pure(op Op) bool {
-	switch op {
-	case OpPing, OpGetattr, OpReadlink, OpRead, OpReaddir, OpStatfs, OpGetxattr,
-		OpListxattr, OpLseek, OpGetlk, OpAccess, OpReadNode, OpReadNodes, OpCancel:
-		return true
-	}
-	return false
-}
-
 // begin registers request id. first is false for a repeat; its reply is
 // then e.frame once e.done is closed (nil: run it again).
 func (c *replayCache) begin(id uint64) (e *replayEntry, first bool) {

@@ -20,12 +20,6 @@ import "sync"
 // run's registration, and the session's end cancels whatever still
 // waits.
 
-// cancellable reports whether a request of op may block until the guest
-// cancels it.
-func cancellable(op Op) bool {
-	return op == OpSetlk
-}
-
 // waits are a session's cancellable requests, by request id.
 type waits struct {
 	mu     sync.Mutex // protects the following

@@ -65,7 +65,7 @@ func (sc *serverConn) loop(wg *sync.WaitGroup) {
 			sc.fatal(protoErrorf("unknown op %d", h.Op))
 			return
 		}
-		if h.Op == OpCancel || h.Op == OpPing {
+		if inline(h.Op) {
 			// Answered here, at once: a cancel must reach the requests
 			// it cancels, and a ping shows the host alive (the guest's
 			// probe of a slow reply), even when maxInflight of them

@@ -3,6 +3,9 @@
 package upstream
 
 import (
+	"fmt"
+	"reflect"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -11,8 +14,9 @@ import (
 // (OpCancel); it is nil for ops that cannot block (see cancellable).
 type handler func(ss *session, cancel <-chan struct{}, payload []byte) (any, error)
 
-// handlers is the dispatch table, indexed by op. Ops without an entry
-// are unknown: a protocol error.
+// handlers is the dispatch table, indexed by op: one handler for each op
+// of the ops table but the handshake's (TestOpsHandlers). Ops without an
+// entry are unknown: a protocol error.
 var handlers [opCount]handler
 
 func handlerFor(op Op) handler {
@@ -22,16 +26,29 @@ func handlerFor(op Op) handler {
 	return handlers[op]
 }
 
-// on registers a typed handler for op.
+// on registers a typed handler for op; its row in the ops table
+// (ops_table.go) must name Req and Resp and not be cancellable.
 func on[Req, Resp any](op Op, f func(ss *session, req *Req, resp *Resp) error) {
-	onCancellable(op, func(ss *session, _ <-chan struct{}, req *Req, resp *Resp) error {
+	register(op, false, func(ss *session, _ <-chan struct{}, req *Req, resp *Resp) error {
 		return f(ss, req, resp)
 	})
 }
 
 // onCancellable registers a typed handler for op that may block until
-// cancel is closed.
+// cancel is closed; op's row must be cancellable.
 func onCancellable[Req, Resp any](op Op, f func(ss *session, cancel <-chan struct{}, req *Req, resp *Resp) error) {
+	register(op, true, f)
+}
+
+// register installs op's handler after checking it against op's row: a
+// handler that disagrees with the table is a bug found at start.
+func register[Req, Resp any](op Op, cancellable bool, f func(ss *session, cancel <-chan struct{}, req *Req, resp *Resp) error) {
+	i := op.info()
+	if i.name == "" || i.handshake || i.cancellable != cancellable ||
+		reflect.TypeOf(i.req) != reflect.TypeFor[*Req]() || reflect.TypeOf(i.resp) != reflect.TypeFor[*Resp]() {
+		panic(fmt.Sprintf("upstream: the handler of op %d (%T, %T, cancellable %v) disagrees with its row in the ops table",
+			op, (*Req)(nil), (*Resp)(nil), cancellable))
+	}
 	handlers[op] = func(ss *session, cancel <-chan struct{}, payload []byte) (any, error) {
 		var req Req
 		if err := Unmarshal(payload, &req); err != nil {

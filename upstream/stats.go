@@ -101,21 +101,10 @@ func (s *Stats) Total() uint64 {
 	return n
 }
 
-var opNames = [...]string{OpHello: "hello", OpPing: "ping", OpLookup: "lookup", OpForget: "forget",
-	OpGetattr: "getattr", OpSetattr: "setattr", OpReadlink: "readlink", OpMknod: "mknod",
-	OpMkdir: "mkdir", OpSymlink: "symlink", OpLink: "link", OpUnlink: "unlink", OpRmdir: "rmdir",
-	OpRename: "rename", OpOpen: "open", OpCreate: "create", OpRead: "read", OpWrite: "write",
-	OpFlush: "flush", OpFsync: "fsync", OpRelease: "release", OpOpendir: "opendir",
-	OpReaddir: "readdir", OpReleasedir: "releasedir", OpStatfs: "statfs", OpGetxattr: "getxattr",
-	OpListxattr: "listxattr", OpSetxattr: "setxattr", OpRemovexattr: "removexattr",
-	OpFallocate: "fallocate", OpLseek: "lseek", OpGetlk: "getlk", OpSetlk: "setlk", OpAccess: "access",
-	OpReadTree: "readtree", OpWatch: "watch", OpUnwatch: "unwatch", OpAck: "ack", OpApply: "apply",
-	OpAuth: "auth", OpReadNode: "readnode", OpCancel: "cancel",
-	OpReadNodes: "readnodes"}
-
+// String is op's name in the ops table (ops_table.go).
 func (op Op) String() string {
-	if int(op) < len(opNames) && opNames[op] != "" {
-		return opNames[op]
+	if n := op.info().name; n != "" {
+		return n
 	}
 	return "op" + strconv.Itoa(int(op))
 }

@@ -38,7 +38,7 @@ func (h *hostTimeout) Set(s string) error {
 	return nil
 }
 
-// duration is the timeout as harness.Options.HostTimeout takes it:
+// duration is the timeout as inproc.Options.HostTimeout takes it:
 // negative for hard.
 func (h *hostTimeout) duration() time.Duration {
 	if h.hard {

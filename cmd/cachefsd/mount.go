@@ -16,7 +16,7 @@ import (
 
 	"github.com/cachefs/cachefs/cachefs"
 	"github.com/cachefs/cachefs/consistency"
-	"github.com/cachefs/cachefs/internal/harness"
+	"github.com/cachefs/cachefs/internal/inproc"
 	"github.com/cachefs/cachefs/upstream"
 )
 
@@ -175,7 +175,7 @@ func local(args []string) error {
 	if o.URing, o.URingOff, err = g.useURing(); err != nil {
 		return err
 	}
-	env, err := harness.Launch(o)
+	env, err := inproc.Launch(o)
 	if err != nil {
 		return err
 	}
@@ -186,9 +186,9 @@ func local(args []string) error {
 // process. The guest's state directory is unwatched: its staging files
 // and journal may lie on the export's filesystem, and the host's
 // fanotify mark would report each write to them.
-func (g *guestFlags) localOptions(export, mnt string, pol *consistency.Policy, secret []byte) harness.Options {
+func (g *guestFlags) localOptions(export, mnt string, pol *consistency.Policy, secret []byte) inproc.Options {
 	fo := g.options(nil, pol, mnt)
-	return harness.Options{Export: export, Mountpoint: mnt, FS: fo, OneConnection: g.oneConn, NoCachedXattrs: !g.xattrs,
+	return inproc.Options{Export: export, Mountpoint: mnt, FS: fo, OneConnection: g.oneConn, NoCachedXattrs: !g.xattrs,
 		Server:    upstream.ServerOptions{Secret: secret, Unwatched: []string{fo.StateDir}},
 		LinkDelay: g.linkDelay, Debug: g.debug, Logf: log.Printf, HostTimeout: g.hostTimeout.duration()}
 }

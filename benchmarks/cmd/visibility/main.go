@@ -1,7 +1,7 @@
 // Command visibility measures how long a host-side change takes to be
 // visible to a reader in a cached subtree of a cachefs mount: idle, and
 // while the host untars a tree into the same subtree. It runs the host
-// server and the guest mount in one process (internal/harness) with the
+// server and the guest mount in one process (internal/inproc) with the
 // given link delay, and prints percentiles and the guest's own event
 // latency figures (cachefsd ctl stats reports the same); with -json, one
 // JSON object instead (cachefs-bench runs it so).
@@ -24,7 +24,7 @@ import (
 	"time"
 
 	"github.com/cachefs/cachefs/consistency"
-	"github.com/cachefs/cachefs/internal/harness"
+	"github.com/cachefs/cachefs/internal/inproc"
 )
 
 // giveUp ends the wait for one change: it counts as lost and as giveUp.
@@ -79,7 +79,7 @@ func run(samples int, delay time.Duration, tarball, work string) (*output, error
 			return nil, err
 		}
 	}
-	env, err := harness.Launch(harness.Options{Export: export, Mountpoint: mnt, LinkDelay: delay,
+	env, err := inproc.Launch(inproc.Options{Export: export, Mountpoint: mnt, LinkDelay: delay,
 		Policy: consistency.NewPolicy(consistency.Consistent), CacheTTL: time.Hour,
 		StateDir: filepath.Join(work, "state"), Logf: func(string, ...any) {}})
 	if err != nil {
