@@ -72,6 +72,23 @@ func TestApplyMoveOver(t *testing.T) {
 	}
 }
 
+// TestApplyMoveOverLink: WBMoveOver of a name onto another hard link
+// of the same file leaves the source gone (rename(2) alone does nothing
+// there), and a move onto itself keeps it.
+func TestApplyMoveOverLink(t *testing.T) {
+	ts := startServer(t, upstream.ServerOptions{})
+	c := newClient(t, ts.addr, upstream.ClientOptions{})
+	mkTree(t, ts.export, "a", "same")
+	os.Link(filepath.Join(ts.export, "a"), filepath.Join(ts.export, "b"))
+	wantApplied(t, c, []upstream.WBOp{
+		{Kind: upstream.WBMoveOver, Path: "a", Path2: "b"},
+		{Kind: upstream.WBMoveOver, Path: "same", Path2: "same"},
+	})
+	if got := listNames(t, ts.export); !slices.Equal(got, []string{"b", "same"}) {
+		t.Errorf("export holds %v, want [b same]", got)
+	}
+}
+
 func TestApplyReplace(t *testing.T) {
 	ts := startServer(t, upstream.ServerOptions{})
 	c := newClient(t, ts.addr, upstream.ClientOptions{})

@@ -175,10 +175,29 @@ func (ss *session) applyMoveOver(w *dirWalker, dfd int, name string, op *WBOp) e
 			return nil
 		}
 	}
+	if err == nil && op.Path != op.Path2 {
+		err = dropSameFile(dfd, name, nfd, newName)
+	}
 	if err == nil {
 		w.stale = true // a directory moved: the walker's paths under it changed
 	}
 	return err
+}
+
+// dropSameFile removes name in dfd if it is still there as the file
+// newName in nfd is: rename(2) between two hard links of one file does
+// nothing and succeeds, and a move must leave its source gone.
+func dropSameFile(dfd int, name string, nfd int, newName string) error {
+	var from, to unix.Stat_t
+	if unix.Fstatat(dfd, name, &from, unix.AT_SYMLINK_NOFOLLOW) != nil ||
+		unix.Fstatat(nfd, newName, &to, unix.AT_SYMLINK_NOFOLLOW) != nil ||
+		from.Dev != to.Dev || from.Ino != to.Ino {
+		return nil
+	}
+	if err := unix.Unlinkat(dfd, name, 0); err != nil && err != unix.ENOENT {
+		return err
+	}
+	return nil
 }
 
 // applyXattrs makes name's extended attributes those in data, leaving
