@@ -62,6 +62,9 @@ type Engine struct {
 	st *hostState // owned by run
 	sf *stateFile // owned by run
 	w  *watcher   // owned by run; nil without Watch
+	// rescan, owned by run, are directories the next pass scans whole
+	// before it answers a flush: directories moved by the last pass.
+	rescan []string
 
 	mu       sync.Mutex // protects the following
 	failures map[string]Failure

@@ -27,12 +27,16 @@ func (e *Engine) pass(full, blind bool) sendOut {
 	for _, d := range ch.dirs {
 		sc.dir(d, false)
 	}
+	for _, d := range e.rescan {
+		sc.dir(d, true)
+	}
+	e.rescan = nil
 	settled := e.settle(sc, modified)
 	p := newPlanner(sc, e.o.Prefix, modified, blind)
 	p.keepGone = !settled
 	groups := p.plan()
 	out := sendGroups(e.ctx, e.o.Upper, e.o.Send, groups)
-	out.again = p.again
+	out.again, out.rescan = p.again, p.rescan
 	e.afterPass(p, out, full)
 	return out
 }

@@ -89,6 +89,7 @@ func (e *Engine) passAndAnswer(rs *runState) {
 	waiting, full := rs.waiting, rs.full
 	rs.waiting, rs.dirty = nil, time.Time{}
 	out := e.pass(full, rs.blind)
+	e.rescan = append(e.rescan, out.rescan...)
 	if out.err != nil || out.retry {
 		e.count(func(s *Stats) { s.Retries++ })
 		rs.backoff = min(max(2*rs.backoff, 50*time.Millisecond), maxBackoff)
@@ -107,6 +108,11 @@ func (e *Engine) passAndAnswer(rs *runState) {
 	}
 	if out.again && out.err == nil {
 		rs.full = true // at once: what this pass moved aside goes in place
+		rs.waiting = append(waiting, rs.waiting...)
+		return
+	}
+	if len(out.rescan) > 0 && out.err == nil {
+		rs.dirty = time.Now().Add(-e.o.Gather) // at once: the moved directories
 		rs.waiting = append(waiting, rs.waiting...)
 		return
 	}

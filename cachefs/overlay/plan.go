@@ -73,6 +73,7 @@ type planner struct {
 	vacated  []string // host paths this pass's moves leave
 	deferred []string // targets of parked moves: finished by a later pass
 	again    bool     // something waits for a later pass
+	rescan   []string // directories moved by this pass: the next scans them whole
 	sim      hostSim
 	ready    map[string]bool   // targets already moved in step 1
 	planned  map[uint64]*entry // the first new name of each inode, but directories
@@ -158,7 +159,7 @@ func (p *planner) action(e *entry) *action {
 	if n != nil {
 		a.rec = n.rec
 	}
-	if n != nil && n.rec.Ino == e.ino && n.rec.Kind == e.kind {
+	if n != nil && n.rec.sameInode(e) && n.rec.Kind == e.kind {
 		return a // changed where it is
 	}
 	if p.byInode(a) {
@@ -186,11 +187,14 @@ func (p *planner) sameFile(first, e *entry) bool {
 	if e.kind == kDir || first.kind != e.kind {
 		return false
 	}
+	if first.btime != 0 && e.btime != 0 && first.btime != e.btime {
+		return false
+	}
 	if first.nlink > 1 {
 		return true
 	}
-	var st unix.Stat_t
-	return e.nlink > 1 && lstatAt(p.sc.upper, first.path, &st) == nil && st.Ino == e.ino
+	now, err := upperEntry(p.sc.upper, first.path)
+	return e.nlink > 1 && err == nil && now.ino == e.ino && now.btime == e.btime
 }
 
 // byInode finds a changed entry's inode among the records: the same
@@ -203,14 +207,14 @@ func (p *planner) byInode(a *action) bool {
 	}
 	for _, c := range slices.Clone(p.st.byIno[e.ino]) {
 		cp := c.path()
-		if c.rec.Kind != e.kind || cp == e.path || c.parent == nil {
+		if c.rec.Kind != e.kind || !c.rec.sameInode(e) || cp == e.path || c.parent == nil {
 			continue
 		}
 		if dst, ok := p.claimed[c]; ok && e.kind != kDir {
 			a.link = dst // moved to another name of the file in this pass
 			return true
 		}
-		if e.kind != kDir && p.stillThere(cp, e.ino) {
+		if e.kind != kDir && p.stillThere(cp, e) {
 			a.link = cp
 			return true
 		}
@@ -224,16 +228,16 @@ func (p *planner) byInode(a *action) bool {
 	return false
 }
 
-// stillThere reports whether the upper directory has inode ino at path.
-func (p *planner) stillThere(path string, ino uint64) bool {
-	if e := p.sc.changed[path]; e != nil {
-		return e.ino == ino
+// stillThere reports whether the upper directory has e's inode at path.
+func (p *planner) stillThere(path string, e *entry) bool {
+	if c := p.sc.changed[path]; c != nil {
+		return c.ino == e.ino && c.btime == e.btime
 	}
 	if p.sc.gone[path] {
 		return false
 	}
-	var st unix.Stat_t
-	return lstatAt(p.sc.upper, path, &st) == nil && st.Ino == ino
+	now, err := upperEntry(p.sc.upper, path)
+	return err == nil && now.ino == e.ino && now.btime == e.btime
 }
 
 // byRedirect finds the lower object overlayfs moved to a changed entry.

@@ -22,6 +22,12 @@ func (p *planner) moveOut() {
 		}
 	}
 	for i, a := range moves {
+		if a.e.kind == kDir {
+			// The scan compared the directory's entries with no records
+			// (they were at its old path): what went from it since is
+			// found by a scan of it once its records are moved.
+			p.rescan = append(p.rescan, a.e.path)
+		}
 		cur, dst := p.sim.now(a.from), a.e.path
 		switch {
 		case cur == dst: // moved with its parent
@@ -101,7 +107,7 @@ func (p *planner) parentReady(dst string, later []*action) bool {
 	if n == nil || n.rec.Kind != kDir || n.rec.Ino == 0 || p.sim.now(par) != par {
 		return false
 	}
-	if e := p.sc.changed[par]; e != nil && e.ino != n.rec.Ino {
+	if e := p.sc.changed[par]; e != nil && !n.rec.sameInode(e) {
 		return false
 	}
 	for _, m := range later {
@@ -135,7 +141,7 @@ func (p *planner) commitMove(a *action) {
 		case n != nil:
 			p.st.move(n, dst)
 		case a.temp != "":
-			p.st.set(dst, record{Kind: e.kind, Ino: e.ino, Origin: origin})
+			p.st.set(dst, record{Kind: e.kind, Ino: e.ino, Btime: e.btime, Origin: origin})
 		}
 	})
 }
@@ -215,7 +221,7 @@ func (p *planner) entry(a *action) {
 		p.groups = append(p.groups, g)
 		p.groupOf[path] = g
 	}
-	r := record{Kind: e.kind, Ino: e.ino, Ctime: e.ctime, Size: e.size, Mtime: e.mtime,
+	r := record{Kind: e.kind, Ino: e.ino, Btime: e.btime, Ctime: e.ctime, Size: e.size, Mtime: e.mtime,
 		Data: e.kind == kFile && !e.metacopy, Xattrs: len(e.xattrs) > 0, Origin: a.origin}
 	p.commitRecord(path, a.node, r)
 }
@@ -225,7 +231,7 @@ func (p *planner) entry(a *action) {
 func (p *planner) commitRecord(path string, moved *hnode, r record) {
 	p.commits = append(p.commits, func() {
 		n := p.st.find(path)
-		other := n != nil && n.rec.Kind != kUnknown && (n.rec.Ino != r.Ino || n.rec.Kind != r.Kind)
+		other := n != nil && n.rec.Kind != kUnknown && (n.rec.Ino != r.Ino || n.rec.Btime != r.Btime || n.rec.Kind != r.Kind)
 		if n != nil && n != moved && n.parent != nil && (r.Kind != kDir || other) {
 			p.st.remove(n)
 		}
@@ -290,7 +296,7 @@ func (p *planner) needsXattrs(a *action) bool {
 
 // same reports whether the record the action starts from is of the
 // entry's own inode (an inode number reused for another kind is not).
-func (a *action) same() bool { return a.rec.Ino == a.e.ino && a.rec.Kind == a.e.kind }
+func (a *action) same() bool { return a.rec.sameInode(a.e) && a.rec.Kind == a.e.kind }
 
 // attrs adds e's owner, mode and times: to g, or for a directory to a
 // group of its own sent after everything in it.
@@ -331,7 +337,7 @@ func (p *planner) linkOps(a *action) {
 	g.add(upstream.WBOp{Kind: upstream.WBLink, Path: p.host(a.link), Path2: p.host(path)})
 	p.touch(path)
 	p.groups = append(p.groups, g)
-	r := record{Kind: e.kind, Ino: e.ino, Ctime: e.ctime, Size: e.size, Mtime: e.mtime, Data: e.kind == kFile && !e.metacopy, Origin: a.origin}
+	r := record{Kind: e.kind, Ino: e.ino, Btime: e.btime, Ctime: e.ctime, Size: e.size, Mtime: e.mtime, Data: e.kind == kFile && !e.metacopy, Origin: a.origin}
 	p.commitRecord(path, nil, r)
 }
 

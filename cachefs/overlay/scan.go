@@ -101,19 +101,27 @@ func (s *scan) scanFD(fd int, rel string, whole bool) {
 }
 
 // rescan scans directory rel again: it changed since it was scanned.
+// What the scan noted under it, at any depth, goes first: a directory
+// moved out of rel and back while the scan ran was seen at both places,
+// and what was noted under its other path is not there.
 func (s *scan) rescan(rel string) {
+	below := func(p string) bool { return p != rel && under(p, rel) }
 	for p := range s.gone {
-		if parentPath(p) == rel {
+		if below(p) {
 			delete(s.gone, p)
 		}
 	}
 	for p := range s.changed {
-		if p != "" && parentPath(p) == rel {
+		if below(p) {
 			delete(s.changed, p)
 		}
 	}
 	whole := s.scanned[rel]
-	delete(s.scanned, rel)
+	for p := range s.scanned {
+		if p == rel || below(p) {
+			delete(s.scanned, p)
+		}
+	}
 	s.dir(rel, whole)
 }
 
@@ -137,7 +145,7 @@ func (s *scan) entry(dfd int, hd *hnode, dir, name string, whole bool) {
 	if e.kind != kDir {
 		return
 	}
-	sub := whole || rec == nil || rec.Ino != e.ino || rec.Kind != kDir
+	sub := whole || rec == nil || !rec.sameInode(e) || rec.Kind != kDir
 	if !s.needs(rel, sub) {
 		return
 	}
@@ -179,7 +187,7 @@ func (s *scan) unchanged(rec *record, e *entry) bool {
 	if e.kind == kWhiteout {
 		return true
 	}
-	return rec.Ino == e.ino && rec.Ctime == e.ctime && rec.Size == e.size && rec.Mtime == e.mtime && !s.modified[e.path]
+	return rec.sameInode(e) && rec.Ctime == e.ctime && rec.Size == e.size && rec.Mtime == e.mtime && !s.modified[e.path]
 }
 
 // unwrap returns the errno inside an os error.

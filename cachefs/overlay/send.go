@@ -36,6 +36,7 @@ type sendOut struct {
 	ok     []string  // paths of groups applied
 	retry  bool      // some group may succeed later: no space, cancelled, data not read
 	again  bool      // the plan left work for the next pass
+	rescan []string  // directories the next pass scans whole (planner.rescan)
 	err    error     // the sender failed
 	ops    int
 	bytes  int64

@@ -16,6 +16,7 @@ import (
 type record struct {
 	Kind   kind
 	Ino    uint64 // the upper inode it was made from; 0: unknown
+	Btime  int64  // and that inode's birth time; 0: unknown
 	Ctime  int64  // the upper inode's ctime when written
 	Size   int64  // and its size and mtime
 	Mtime  int64
@@ -236,4 +237,12 @@ func child(dir, name string) string {
 // under reports whether p is dir or lies beneath it.
 func under(p, dir string) bool {
 	return dir == "" || p == dir || strings.HasPrefix(p, dir+"/")
+}
+
+// sameInode reports whether r was made from the inode e is: the same
+// number, and the same birth time where both are known. An inode number
+// freed and given to a new file (ext4 does so at once) is another object:
+// a symlink deleted and made again with another target is not the same.
+func (r *record) sameInode(e *entry) bool {
+	return r.Ino == e.ino && (r.Btime == 0 || e.btime == 0 || r.Btime == e.btime)
 }

@@ -13,8 +13,10 @@ import (
 // restarts: a header line with its generation, then a line per path,
 // parents first, with the path and origin quoted:
 //
-//	"dir/name" kind ino ctime size mtime flags "origin"
+//	"dir/name" kind ino ctime size mtime flags btime "origin"
 //
+// (btime, the upper inode's birth time, is absent from lines written
+// before it was kept: such a record's is unknown.)
 // It is written whole, to a new file that is fsync'd and renamed over
 // the old one, so a crash leaves one or the other. Between two such
 // snapshots each pass appends its changes to a log (state.log, also
@@ -72,7 +74,7 @@ func recordFields(r *record) string {
 	if r.Xattrs {
 		flags |= flagXattrs
 	}
-	return fmt.Sprintf("%d %d %d %d %d %d %s", r.Kind, r.Ino, r.Ctime, r.Size, r.Mtime, flags, strconv.Quote(r.Origin))
+	return fmt.Sprintf("%d %d %d %d %d %d %d %s", r.Kind, r.Ino, r.Ctime, r.Size, r.Mtime, flags, r.Btime, strconv.Quote(r.Origin))
 }
 
 // loadState reads the state at path and its log; no file is an empty
@@ -302,7 +304,15 @@ func parseRecord(line string) (string, record, error) {
 			return "", r, fmt.Errorf("bad line %q: %v", line, err)
 		}
 	}
-	if r.Origin, _, err = unquoteField(f[6]); err != nil {
+	origin := f[6]
+	if !strings.HasPrefix(origin, `"`) { // the birth time first
+		bt, rest, _ := strings.Cut(origin, " ")
+		if r.Btime, err = strconv.ParseInt(bt, 10, 64); err != nil {
+			return "", r, fmt.Errorf("bad line %q: %v", line, err)
+		}
+		origin = rest
+	}
+	if r.Origin, _, err = unquoteField(origin); err != nil {
 		return "", r, fmt.Errorf("bad line %q: %v", line, err)
 	}
 	r.Kind, r.Ino, r.Ctime, r.Size, r.Mtime = kind(n[0]), uint64(n[1]), n[2], n[3], n[4]

@@ -42,6 +42,7 @@ type entry struct {
 	uid, gid            uint32
 	size                int64
 	rdev                uint32 // a device's number
+	btime               int64  // birth time (ns), 0 if unknown: with ino, which inode
 	atime, mtime, ctime int64  // nanoseconds
 
 	redirect string           // trusted.overlay.redirect: moved here from this lower path
@@ -52,22 +53,25 @@ type entry struct {
 	target   string           // a symlink's
 }
 
-// statEntry stats name in dfd ("": dfd itself) as the entry rel.
+// statEntry stats name in dfd ("": dfd itself) as the entry rel, with
+// its birth time where the file system keeps one.
 func statEntry(dfd int, name, rel string) (*entry, error) {
-	var st unix.Stat_t
-	var err error
+	flags := unix.AT_SYMLINK_NOFOLLOW
 	if name == "" {
-		err = unix.Fstat(dfd, &st)
-	} else {
-		err = unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+		flags |= unix.AT_EMPTY_PATH
 	}
-	if err != nil {
+	var st unix.Statx_t
+	if err := unix.Statx(dfd, name, flags, unix.STATX_BASIC_STATS|unix.STATX_BTIME, &st); err != nil {
 		return nil, err
 	}
-	e := &entry{path: rel, ino: st.Ino, nlink: uint64(st.Nlink), mode: st.Mode, uid: st.Uid, gid: st.Gid,
-		size: st.Size, atime: unix.TimespecToNsec(st.Atim), mtime: unix.TimespecToNsec(st.Mtim),
-		ctime: unix.TimespecToNsec(st.Ctim), rdev: uint32(st.Rdev)}
-	e.kind = kindOf(st.Mode, st.Rdev)
+	ns := func(t unix.StatxTimestamp) int64 { return t.Sec*1e9 + int64(t.Nsec) }
+	e := &entry{path: rel, ino: st.Ino, nlink: uint64(st.Nlink), mode: uint32(st.Mode), uid: st.Uid, gid: st.Gid,
+		size: int64(st.Size), atime: ns(st.Atime), mtime: ns(st.Mtime), ctime: ns(st.Ctime),
+		rdev: uint32(unix.Mkdev(st.Rdev_major, st.Rdev_minor))}
+	if st.Mask&unix.STATX_BTIME != 0 {
+		e.btime = ns(st.Btime)
+	}
+	e.kind = kindOf(e.mode, uint64(e.rdev))
 	return e, nil
 }
 
