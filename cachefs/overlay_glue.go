@@ -125,8 +125,8 @@ func (fs *FS) recoverOverlays() {
 			continue
 		}
 		fs.opts.Logf("cachefs: the overlay of %q left by a previous daemon is not all on the host: %v %+v", prefix, err, failed)
-		orphan := filepath.Join(fs.ovl.dir, ".orphan-"+strconv.Itoa(i))
-		if !strings.HasPrefix(filepath.Base(d), ".orphan-") && os.Rename(d, orphan) == nil {
+		orphan := filepath.Join(fs.ovl.dir, overlay.OrphanPrefix+strconv.Itoa(i))
+		if !strings.HasPrefix(filepath.Base(d), overlay.OrphanPrefix) && os.Rename(d, orphan) == nil {
 			d = orphan
 		}
 		fs.ovl.orphans = append(fs.ovl.orphans, d)
@@ -190,7 +190,7 @@ func (o *overlays) fallBack(path, why string) {
 func (fs *FS) openOverlay(id uint64, path string) (*overlay.Overlay, error) {
 	dir := filepath.Join(fs.ovl.dir, strconv.FormatUint(id, 10))
 	if _, err := os.Stat(dir); err == nil { // a closed overlay's, not all on the host
-		orphan := filepath.Join(fs.ovl.dir, fmt.Sprintf(".orphan-%d-%d", id, len(fs.ovl.orphans)))
+		orphan := filepath.Join(fs.ovl.dir, fmt.Sprintf("%s%d-%d", overlay.OrphanPrefix, id, len(fs.ovl.orphans)))
 		if err := os.Rename(dir, orphan); err != nil {
 			return nil, err
 		}

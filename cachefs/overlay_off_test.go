@@ -130,3 +130,25 @@ func (l *logLines) count(s string) int {
 	}
 	return n
 }
+
+// TestOverlayOrphanRecovered: an overlay directory a daemon kept as an
+// orphan (one the host did not take whole) is written back by the next
+// daemon's start, as the numbered ones are; the probe's directory is no
+// overlay's.
+func TestOverlayOrphanRecovered(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("overlays need root")
+	}
+	export, state := t.TempDir(), t.TempDir()
+	writeTree(t, export, map[string]string{"sub/f": "f"})
+	writeTree(t, filepath.Join(state, "overlay", ".orphan-0"), map[string]string{"prefix": "sub", "upper/kept": "kept"})
+	writeTree(t, filepath.Join(state, "overlay", ".probe"), map[string]string{"prefix": "sub", "upper/probe": "probe"})
+	harness.Start(t, harness.Options{Export: export, StateDir: state, FS: cachefs.Options{Overlays: true}})
+	readWant(t, filepath.Join(export, "sub/kept"), "kept")
+	if _, err := os.Stat(filepath.Join(export, "sub/probe")); err == nil {
+		t.Errorf("the probe's directory was written back as an overlay's")
+	}
+	if left, _ := os.ReadDir(filepath.Join(state, "overlay")); len(left) != 0 {
+		t.Errorf("state directory keeps %v after the recovery", left)
+	}
+}
