@@ -5,8 +5,8 @@
 #
 #   benchmarks/overlay-untar.sh [overlay|fuse|bare] [link delay]
 #
-# overlay: cachefsd --overlay (delegated subtrees as overlays); fuse: the
-# FUSE delegated mode; bare: an overlay mounted by hand over the cached
+# overlay: cachefsd's default (delegated subtrees as overlays); fuse: the
+# FUSE delegated mode (--overlay=false); bare: an overlay mounted by hand over the cached
 # view, written back by nobody (the floor). Needs root, linux-source-6.1
 # (decompressed once to $B/linux.tar) and bc. B (default
 # /var/tmp/ovbench) holds the tarball, export, mountpoint and log.
@@ -28,7 +28,7 @@ sync; echo 3 > /proc/sys/vm/drop_caches
 s=$(date +%s.%N); tar -xf $B/linux.tar -C $B/native; e=$(date +%s.%N)
 echo "native untar: $(echo "$e - $s" | bc) s"
 rm -rf $B/native; sync
-flag=""; [ "$mode" = overlay ] && flag=--overlay
+flag=--overlay=false; [ "$mode" = overlay ] && flag=--overlay
 $B/cachefsd local ${PPROF:+--pprof $PPROF} --export $B/export --ctl $B/ctl --state-dir $B/state --link-delay $delay $flag $B/mnt > $B/log 2>&1 &
 pid=$!
 for i in $(seq 50); do [ -S $B/ctl ] && break; sleep 0.1; done

@@ -35,7 +35,9 @@ type Options struct {
 	WritebackLimits WritebackLimits
 	// Overlays serves delegated registrations as overlays over a cached
 	// view, written back from their upper directories in StateDir
-	// (overlay_glue.go). False: delegated subtrees are FUSE's.
+	// (overlay_glue.go), where overlays can be mounted (Stats.OverlaysOff
+	// says why not). False: delegated subtrees are FUSE's. Overlay
+	// directories a previous daemon left are written back either way.
 	Overlays bool
 	// NoActuator turns off raising inotify events in the guest for host
 	// changes; caches are still invalidated.
@@ -69,7 +71,8 @@ type FS struct {
 	actPending actPending
 	watches    watchSet
 	wb         *writeback       // nil without a state directory
-	ovl        *overlays        // nil without Options.Overlays
+	ovl        *overlays        // nil without a state directory or a host with FeatTreeWB
+	ovlOff     string           // immutable after New: why ovl is nil
 	ttl        time.Duration    // immutable
 	rings      *fuseuring.Rings // set by Mount before the first request; nil without URing
 	uringOff   string           // set by Mount: MountOptions.URingOff
@@ -282,6 +285,12 @@ type Stats struct {
 	HandOffs     uint64
 	URingOff     string
 	Overlays     []OverlayStats `json:",omitempty"` // delegated subtrees served by overlays
+	// OverlaysOff says why delegated registrations are served by FUSE,
+	// not overlays: why no overlay can be mounted at all (Options.Overlays
+	// off, no state directory, a host without FeatTreeWB, no overlayfs
+	// or no right to mount it), or else the last registration that fell
+	// back, and why. Empty: every delegated registration is an overlay.
+	OverlaysOff string `json:",omitempty"`
 	// Cached is the cached mode's own connection (a Guest's), once it
 	// exists.
 	Cached *Stats `json:",omitempty"`
@@ -291,7 +300,7 @@ func (fs *FS) Stats() Stats {
 	st := Stats{Upstream: fs.up.Stats.Snapshot(), Nodes: fs.nodes.len(), Handles: fs.handles.len(),
 		Cache: fs.cache.Stats(), Events: fs.evStats.snapshot(), Kernel: fs.kops.snapshot(),
 		URing: fs.rings != nil, RingRequests: fs.RingRequests(), HandOffs: fs.ringHandOffs(), URingOff: fs.uringOff,
-		Overlays: fs.overlayStats()}
+		Overlays: fs.overlayStats(), OverlaysOff: fs.overlaysOff()}
 	if fs.wb != nil {
 		st.Writeback = fs.wb.snapshot()
 	}

@@ -25,20 +25,24 @@ import (
 // through OpApply. Names the write-back moves or removes on the host
 // stay in the view for the overlay (overlay_lower.go).
 
-// overlays are the FS's overlay registrations.
+// overlays are the FS's overlay registrations, and the overlay
+// directories a previous daemon left, which are written back even where
+// no overlay can be mounted now.
 type overlays struct {
 	dir    string        // immutable: <StateDir>/overlay
+	off    string        // immutable: why no overlay is mounted, or ""
 	gather time.Duration // tests: overlay.Config.Gather
 
 	// regMu serializes registering and unregistering overlays (mounts
 	// and unmounts); taken before mu.
 	regMu sync.Mutex
 
-	mu      sync.Mutex // protects the following
-	byID    map[uint64]*ovlReg
-	byPath  map[string]*ovlReg
-	orphans []string // overlay directories left by a daemon, not yet all on the host
-	kept    keptNames
+	mu       sync.Mutex // protects the following
+	byID     map[uint64]*ovlReg
+	byPath   map[string]*ovlReg
+	orphans  []string // overlay directories left by a daemon, not yet all on the host
+	fellBack string   // the last registration that could not be an overlay, and why
+	kept     keptNames
 }
 
 // ovlReg is one overlay: the delegated registrations of a path.
@@ -51,24 +55,60 @@ type ovlReg struct {
 }
 
 // startOverlays writes back the overlays a previous daemon left, then
-// turns overlays on; they stay off where the host lacks the write-back
-// kinds they need or there is no state directory.
+// turns overlays on where Options.Overlays asks for them and they can
+// be mounted: else delegated registrations stay FUSE's, and the reason
+// is logged once and kept for Stats.OverlaysOff.
 func (fs *FS) startOverlays() error {
-	if !fs.opts.Overlays {
-		return nil
+	switch {
+	case fs.opts.StateDir == "":
+		fs.ovlOff = "no state directory"
+	case !fs.up.Has(upstream.FeatTreeWB):
+		fs.ovlOff = "the host lacks FeatTreeWB (an older cachefsd serve)"
 	}
-	if fs.opts.StateDir == "" || !fs.up.Has(upstream.FeatTreeWB) {
-		fs.opts.Logf("cachefs: overlays need a state directory and a host with FeatTreeWB; delegated subtrees stay FUSE")
+	if fs.ovlOff != "" {
+		if fs.opts.Overlays {
+			fs.opts.Logf("cachefs: delegated subtrees stay FUSE, not overlays: %s", fs.ovlOff)
+		} else {
+			fs.ovlOff = overlaysTurnedOff
+		}
 		return nil
 	}
 	o := &overlays{dir: filepath.Join(fs.opts.StateDir, "overlay"), byID: map[uint64]*ovlReg{}, byPath: map[string]*ovlReg{}}
-	if err := os.MkdirAll(o.dir, 0o700); err != nil {
-		return err
+	switch {
+	case !fs.opts.Overlays:
+		o.off = overlaysTurnedOff
+	default:
+		if err := overlay.Probe(filepath.Join(o.dir, ".probe")); err != nil {
+			o.off = err.Error()
+			fs.opts.Logf("cachefs: delegated subtrees stay FUSE, not overlays: %s", o.off)
+		}
+	}
+	if o.off == "" {
+		if err := os.MkdirAll(o.dir, 0o700); err != nil {
+			return err
+		}
 	}
 	o.kept.init()
 	fs.ovl = o
 	fs.recoverOverlays()
 	return nil
+}
+
+// overlaysTurnedOff is Stats.OverlaysOff without Options.Overlays.
+const overlaysTurnedOff = "turned off (Options.Overlays, cachefsd's --overlay=false)"
+
+// overlaysOff returns why delegated registrations are FUSE's: why no
+// overlay is mounted, or the last registration that fell back.
+func (fs *FS) overlaysOff() string {
+	if fs.ovl == nil {
+		return fs.ovlOff
+	}
+	if fs.ovl.off != "" {
+		return fs.ovl.off
+	}
+	fs.ovl.mu.Lock()
+	defer fs.ovl.mu.Unlock()
+	return fs.ovl.fellBack
 }
 
 // recoverOverlays writes back the upper directories in the state
@@ -85,8 +125,8 @@ func (fs *FS) recoverOverlays() {
 			continue
 		}
 		fs.opts.Logf("cachefs: the overlay of %q left by a previous daemon is not all on the host: %v %+v", prefix, err, failed)
-		orphan := filepath.Join(fs.ovl.dir, ".orphan-"+strconv.Itoa(i))
-		if !strings.HasPrefix(filepath.Base(d), ".orphan-") && os.Rename(d, orphan) == nil {
+		orphan := filepath.Join(fs.ovl.dir, overlay.OrphanPrefix+strconv.Itoa(i))
+		if !strings.HasPrefix(filepath.Base(d), overlay.OrphanPrefix) && os.Rename(d, orphan) == nil {
 			d = orphan
 		}
 		fs.ovl.orphans = append(fs.ovl.orphans, d)
@@ -107,7 +147,7 @@ func (fs *FS) overlaySend(ctx context.Context, ops []upstream.WBOp) ([]uint32, e
 // not be mounted: the caller registers path itself (FUSE delegated).
 func (fs *FS) registerOverlay(path string, m consistency.Mode) (uint64, bool) {
 	o := fs.ovl
-	if o == nil || m != consistency.Delegated {
+	if o == nil || o.off != "" || m != consistency.Delegated {
 		return 0, false
 	}
 	path = consistency.Clean(path)
@@ -121,12 +161,14 @@ func (fs *FS) registerOverlay(path string, m consistency.Mode) (uint64, bool) {
 	}
 	o.mu.Unlock()
 	if fs.opts.Mountpoint == "" {
+		o.fallBack(path, "no mountpoint")
 		return 0, false
 	}
 	id := fs.Register(path, consistency.Cached)
 	ov, err := fs.openOverlay(id, path)
 	if err != nil {
 		fs.opts.Logf("cachefs: %q stays FUSE delegated: %v", path, err)
+		o.fallBack(path, err.Error())
 		fs.Unregister(id)
 		return 0, false
 	}
@@ -137,11 +179,18 @@ func (fs *FS) registerOverlay(path string, m consistency.Mode) (uint64, bool) {
 	return id, true
 }
 
+// fallBack notes that path is FUSE delegated, not an overlay, and why.
+func (o *overlays) fallBack(path, why string) {
+	o.mu.Lock()
+	o.fellBack = fmt.Sprintf("%q: %s", "/"+path, why)
+	o.mu.Unlock()
+}
+
 // openOverlay mounts the overlay of registration id on its lower view.
 func (fs *FS) openOverlay(id uint64, path string) (*overlay.Overlay, error) {
 	dir := filepath.Join(fs.ovl.dir, strconv.FormatUint(id, 10))
 	if _, err := os.Stat(dir); err == nil { // a closed overlay's, not all on the host
-		orphan := filepath.Join(fs.ovl.dir, fmt.Sprintf(".orphan-%d-%d", id, len(fs.ovl.orphans)))
+		orphan := filepath.Join(fs.ovl.dir, fmt.Sprintf("%s%d-%d", overlay.OrphanPrefix, id, len(fs.ovl.orphans)))
 		if err := os.Rename(dir, orphan); err != nil {
 			return nil, err
 		}

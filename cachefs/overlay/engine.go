@@ -13,7 +13,8 @@ import (
 
 // The engine writes an upper directory back in passes, on one goroutine
 // that owns the host state and the watcher. A pass runs once changes
-// have gathered for Options.Gather after the watcher's first event, at
+// have gathered (none came for Options.Gather, or MaxGather passed
+// since the first the watcher saw), at
 // Flush, and after a failed pass (growing pauses); the first pass, a
 // pass after a queue overflow and every Flush rescan the whole upper
 // directory.
@@ -29,10 +30,12 @@ type Options struct {
 	// back as they come. Without it passes run only at Flush (and at
 	// the start).
 	Watch bool
-	// Gather is how long changes gather after the first one before a
-	// pass. Zero: 20ms.
+	// Gather is how long no change must come before a pass. Zero: 20ms.
 	Gather time.Duration
-	Logf   func(format string, args ...any) // nil: log.Printf
+	// MaxGather bounds how long changes gather after the first one, if
+	// they keep coming. Zero: 1s, or Gather if longer.
+	MaxGather time.Duration
+	Logf      func(format string, args ...any) // nil: log.Printf
 }
 
 // Stats count an engine's work.
@@ -94,6 +97,9 @@ func newEngine(o Options) (*Engine, error) {
 	}
 	if o.Gather == 0 {
 		o.Gather = 20 * time.Millisecond
+	}
+	if o.MaxGather == 0 {
+		o.MaxGather = max(time.Second, o.Gather)
 	}
 	st, sf, err := loadState(o.State)
 	if err != nil {

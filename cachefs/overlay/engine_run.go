@@ -12,6 +12,7 @@ type runState struct {
 	full     bool      // the next pass rescans everything
 	blind    bool      // write hints are incomplete: judge data by ctime
 	dirty    time.Time // when the first change not yet passed was seen
+	last     time.Time // when the last change was seen
 	retryAt  time.Time // a failed pass runs again then
 	backoff  time.Duration
 	stopping bool
@@ -34,14 +35,20 @@ func (e *Engine) run() {
 // wait blocks until an event, a request or a deadline.
 func (e *Engine) wait(rs *runState) {
 	fds := []unix.PollFd{{Fd: int32(e.wake), Events: unix.POLLIN}}
-	if e.w != nil {
+	if e.w != nil && rs.dirty.IsZero() {
+		// While changes gather, their events are read when the
+		// timeout ends, not as each comes: the kernel merges a
+		// write's event into the same one left unread before it.
 		fds = append(fds, unix.PollFd{Fd: int32(e.w.fd), Events: unix.POLLIN})
 	}
 	unix.Poll(fds, e.timeout(rs))
 	var buf [8]byte
 	unix.Read(e.wake, buf[:])
-	if e.w != nil && e.w.read() && rs.dirty.IsZero() {
-		rs.dirty = time.Now()
+	if e.w != nil && e.w.read() {
+		rs.last = time.Now()
+		if rs.dirty.IsZero() {
+			rs.dirty = rs.last
+		}
 	}
 	for {
 		select {
@@ -64,7 +71,7 @@ func (e *Engine) timeout(rs *runState) int {
 	}
 	var at time.Time
 	if !rs.dirty.IsZero() {
-		at = rs.dirty.Add(e.o.Gather)
+		at = e.gathered(rs)
 	}
 	if !rs.retryAt.IsZero() && (at.IsZero() || rs.retryAt.Before(at)) {
 		at = rs.retryAt
@@ -81,7 +88,19 @@ func (e *Engine) due(rs *runState) bool {
 	if !rs.retryAt.IsZero() {
 		return !now.Before(rs.retryAt)
 	}
-	return len(rs.waiting) > 0 || rs.full || (!rs.dirty.IsZero() && !now.Before(rs.dirty.Add(e.o.Gather)))
+	return len(rs.waiting) > 0 || rs.full || (!rs.dirty.IsZero() && !now.Before(e.gathered(rs)))
+}
+
+// gathered returns when the changes seen have gathered: once none came
+// for Gather, or MaxGather after the first. A file written in many
+// small writes is so sent once it is written, not again at every pass
+// while it grows.
+func (e *Engine) gathered(rs *runState) time.Time {
+	at := rs.last.Add(e.o.Gather)
+	if limit := rs.dirty.Add(e.o.MaxGather); limit.Before(at) {
+		return limit
+	}
+	return at
 }
 
 // passAndAnswer runs a pass and answers the flushes it covered.

@@ -2,7 +2,10 @@ package overlay
 
 import (
 	"bufio"
+	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -49,6 +52,21 @@ func mountNew(l Layers) error {
 		return err
 	}
 	defer unix.Close(fd)
+	if err := create(fd, l); err != nil {
+		return err
+	}
+	mfd, err := unix.Fsmount(fd, unix.FSMOUNT_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(mfd)
+	return unix.MoveMount(mfd, "", unix.AT_FDCWD, l.Target, unix.MOVE_MOUNT_F_EMPTY_PATH)
+}
+
+// create configures the overlay context fd with l and the mount
+// options and makes its superblock.
+func create(fd int, l Layers) error {
+	var err error
 	set := func(k, v string) {
 		if err == nil {
 			err = unix.FsconfigSetString(fd, k, v)
@@ -64,15 +82,63 @@ func mountNew(l Layers) error {
 	if err != nil {
 		return err
 	}
-	if err := unix.FsconfigCreate(fd); err != nil {
-		return err
+	return unix.FsconfigCreate(fd)
+}
+
+// Probe reports why no overlay can be mounted with its upper and work
+// directories in dir (made, then removed with what the probe left), or
+// nil. It makes an overlay's superblock with the mount options over a
+// lower directory in dir, through the new mount API, and attaches it
+// nowhere. Nil too on a kernel without that API (before 5.2): the first
+// mount tells there.
+func Probe(dir string) error {
+	os.RemoveAll(dir) // a probe's a killed daemon left
+	defer os.RemoveAll(dir)
+	l := Layers{Lower: filepath.Join(dir, "lower"), Upper: filepath.Join(dir, "upper"), Work: filepath.Join(dir, "work")}
+	for _, d := range []string{l.Lower, l.Upper, l.Work} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
 	}
-	mfd, err := unix.Fsmount(fd, unix.FSMOUNT_CLOEXEC, 0)
-	if err != nil {
-		return err
+	fd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
+	switch err {
+	case nil:
+	case unix.ENOSYS:
+		return nil
+	case unix.EPERM:
+		return errors.New("mounting an overlay needs CAP_SYS_ADMIN (root)")
+	case unix.ENODEV:
+		return errors.New("the kernel has no overlayfs")
+	default:
+		return fmt.Errorf("fsopen overlay: %w", err)
 	}
-	defer unix.Close(mfd)
-	return unix.MoveMount(mfd, "", unix.AT_FDCWD, l.Target, unix.MOVE_MOUNT_F_EMPTY_PATH)
+	defer unix.Close(fd)
+	if err := create(fd, l); err != nil {
+		return fmt.Errorf("an overlay with its upper directory in %s: %w%s", dir, err, contextLog(fd))
+	}
+	return nil
+}
+
+// contextLog returns the messages the kernel left in the mount context
+// fd, such as why it refused a layer, after ": ".
+func contextLog(fd int) string {
+	var msgs []string
+	buf := make([]byte, 1024)
+	for len(msgs) < 8 {
+		n, err := unix.Read(fd, buf)
+		if err != nil || n <= 0 {
+			break
+		}
+		m := string(buf[:n])
+		if len(m) > 2 && m[1] == ' ' { // "e ", "w ", "i ": the message's level
+			m = m[2:]
+		}
+		msgs = append(msgs, strings.TrimSpace(m))
+	}
+	if len(msgs) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(msgs, "; ") + ")"
 }
 
 // escape escapes the characters the legacy mount options separate on.

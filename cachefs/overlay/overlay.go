@@ -26,6 +26,10 @@ type Config struct {
 	Logf   func(format string, args ...any) // nil: log.Printf
 }
 
+// OrphanPrefix starts the names of overlay directories kept because the
+// host did not take them whole; Leftovers lists them.
+const OrphanPrefix = ".orphan-"
+
 // Files of an overlay's Dir.
 const (
 	upperName  = "upper"
@@ -157,7 +161,9 @@ func Recover(ctx context.Context, dir string, send Sender, logf func(string, ...
 	return c.Prefix, failed, err
 }
 
-// Leftovers returns the overlay directories under root.
+// Leftovers returns the overlay directories under root: those named by
+// their registration, and the orphans (".orphan-*") a daemon kept; not
+// other dot names, such as Probe's.
 func Leftovers(root string) ([]string, error) {
 	des, err := os.ReadDir(root)
 	if errors.Is(err, os.ErrNotExist) {
@@ -165,7 +171,7 @@ func Leftovers(root string) ([]string, error) {
 	}
 	var out []string
 	for _, de := range des {
-		if de.IsDir() && !strings.HasPrefix(de.Name(), ".") {
+		if n := de.Name(); de.IsDir() && (!strings.HasPrefix(n, ".") || strings.HasPrefix(n, OrphanPrefix)) {
 			out = append(out, filepath.Join(root, de.Name()))
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/cachefs/cachefs/upstream"
 	"golang.org/x/sys/unix"
@@ -128,5 +129,30 @@ func wantSame(t *testing.T, got, want string) {
 			i++
 		}
 		t.Errorf("%s differs from %s from byte %d (sizes %d, %d)", got, want, i, len(g), len(w))
+	}
+}
+
+// TestGrowingFileSentOnce: a file written in many small writes, each
+// sooner after the last than Gather, is written back once it is
+// written, not again at every pass while it grows (the first engine
+// sent a 100 MB dd 3 times over).
+func TestGrowingFileSentOnce(t *testing.T) {
+	f := newFixture(t)
+	f.start(true)
+	file, err := os.Create(filepath.Join(f.upper, "grows"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writes, size = 100, 1024
+	for i := 0; i < writes; i++ {
+		if _, err := file.Write(bytes.Repeat([]byte{byte(i)}, size)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	file.Close()
+	f.flush()
+	if got := f.eng.Stats().Bytes; got >= 3*writes*size {
+		t.Errorf("%d bytes written back for a file of %d, want it sent about once", got, writes*size)
 	}
 }

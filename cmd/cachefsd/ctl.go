@@ -220,6 +220,7 @@ func printStats(st *cachefs.Stats) {
 	e := st.Events
 	fmt.Printf("host events: %d batches, %d events, %d overflows, %d actuated (%d failed); visibility p50 %v p90 %v p99 %v max %v\n",
 		e.Batches, e.Events, e.Overflows, e.Actuated, e.ActuateErrors, e.P50, e.P90, e.P99, e.P100)
+	printOverlays(st)
 	fmt.Print("main connection: ")
 	printConn(st)
 	if c := st.Cached; c != nil {
@@ -232,6 +233,24 @@ func printStats(st *cachefs.Stats) {
 		fmt.Fprintf(w, "%s\t%d\t%v\t%v\t%v\t%v\t\n", o.Op, o.Count, o.P50, o.P90, o.P98, o.P100)
 	}
 	w.Flush()
+}
+
+// printOverlays prints how delegated registrations are served: as
+// overlays, with their write-back counters, or by FUSE and why.
+func printOverlays(st *cachefs.Stats) {
+	if st.OverlaysOff != "" && len(st.Overlays) == 0 {
+		fmt.Printf("delegated registrations: FUSE (not overlays: %s)\n", st.OverlaysOff)
+		return
+	}
+	fmt.Printf("delegated registrations: overlays, %d mounted", len(st.Overlays))
+	if st.OverlaysOff != "" {
+		fmt.Printf(" (one fell back to FUSE: %s)", st.OverlaysOff)
+	}
+	fmt.Println()
+	for _, o := range st.Overlays {
+		fmt.Printf("  overlay /%s: %d passes, %d ops, %d bytes written back, %d retries, %d failures, %d conflicts\n",
+			o.Path, o.Passes, o.Ops, o.Bytes, o.Retries, o.Failures, o.Conflicts)
+	}
 }
 
 // printConn prints a connection's transport and FUSE requests.

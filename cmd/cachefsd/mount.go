@@ -53,9 +53,9 @@ func (g *guestFlags) register(fl *flag.FlagSet) {
 	fl.StringVar(&g.secretFile, "secret-file", "", "file holding the secret shared with the host (as serve's --secret-file)")
 	fl.BoolVar(&g.oneConn, "one-connection", false, "serve every mode over the one kernel connection at the mountpoint, instead of each registered mode over a connection of its own")
 	fl.BoolVar(&g.xattrs, "cached-xattrs", true, "serve extended attributes and ACLs in cached subtrees; without them (=false) the guest kernel answers a warm `ls -l` alone (docs/connections.md)")
-	fl.BoolVar(&g.overlay, "overlay", false, "serve delegated subtrees as overlays over a cached view, written back from the state directory (docs/overlay.md)")
+	fl.BoolVar(&g.overlay, "overlay", true, "serve delegated registrations as overlays over a cached view, written back from the state directory (docs/overlay.md); where no overlay can be mounted (not root, no overlayfs, a host without tree write-back) they are FUSE delegated and the log and ctl stats say why; =false: always FUSE delegated")
 	fl.Var(&g.hostTimeout, "host-timeout", "how long a request waits for a host that is down before it fails with EIO: a duration, or hard to wait as long as it takes; a fatal signal always ends the wait (docs/faults.md)")
-	fl.StringVar(&g.stateDir, "state-dir", "", "write-back journal of delegated subtrees, kept across restarts (default: under "+defaultStateDir()+", one per mountpoint)")
+	fl.StringVar(&g.stateDir, "state-dir", "", "write-back journal of delegated subtrees and their overlays' upper directories, kept across restarts (default: under "+defaultStateDir()+", one per mountpoint)")
 }
 
 func defaultStateDir() string {

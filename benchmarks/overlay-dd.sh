@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# 1 KiB dd writes into a delegated subtree of `cachefsd local`, served as
+# an overlay (the default) and by FUSE delegated (--overlay=false),
+# against a native dd on the same disk, interleaved in each round of the
+# same run (docs/overlay.md, issue #16: 100,000 x 1 KiB within 1.1x).
+#
+#   benchmarks/overlay-dd.sh [count] [rounds] [link delay]
+#
+# Defaults: 100000 writes, 3 rounds, 50us. Each round: native dd, a dd
+# into a bare overlay (mounted by hand over a plain directory, upper on
+# the same disk, the mount options cachefsd uses, no daemon: the floor of
+# overlayfs itself), then for each mode a fresh export, state directory and daemon, `ctl
+# register --mode delegated` of a subtree, the dd into it, `ctl flush`
+# (the time until the host has it), a check of the host's file size, and
+# the daemon stopped. Prints each round and the medians, with the load
+# average before and after. Needs root; B (default /var/tmp/ovdd) is the
+# work directory, on the disk under test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=${B:-/var/tmp/ovdd}
+count=${1:-100000}
+rounds=${2:-3}
+delay=${3:-50us}
+mkdir -p $B
+go build -o $B/cachefsd ./cmd/cachefsd
+pid=""
+stop() {
+	[ -n "$pid" ] && kill $pid 2>/dev/null && wait $pid 2>/dev/null || true
+	pid=""
+	umount -l $B/mnt/d 2>/dev/null || true
+	umount -l $B/mnt 2>/dev/null || true
+	umount -l $B/bare/m 2>/dev/null || true
+}
+trap stop EXIT
+now() { date +%s.%N; }
+since() { echo "$(now) - $1" | bc; }
+
+# start MODE: a fresh daemon with the subtree d registered delegated.
+start() {
+	local flag=--overlay=false
+	[ "$1" = overlay ] && flag=--overlay
+	rm -rf $B/export $B/state $B/mnt; mkdir -p $B/export/d $B/state $B/mnt
+	$B/cachefsd local --export $B/export --ctl $B/ctl --state-dir $B/state --link-delay $delay $flag $B/mnt > $B/log.$1 2>&1 &
+	pid=$!
+	for _ in $(seq 100); do [ -S $B/ctl ] && $B/cachefsd ctl --socket $B/ctl ping >/dev/null 2>&1 && break; sleep 0.1; done
+	$B/cachefsd ctl --socket $B/ctl register --mode delegated $B/mnt/d >/dev/null
+	local fs; fs=$(stat -f -c %T $B/mnt/d)
+	if [ "$1" = overlay ] && [ "$fs" != overlayfs ]; then echo "no overlay at $B/mnt/d ($fs)"; exit 1; fi
+	if [ "$1" = fuse ] && [ "$fs" = overlayfs ]; then echo "an overlay at $B/mnt/d with --overlay=false"; exit 1; fi
+}
+
+ddw() { dd if=/dev/zero of="$1" bs=1k count=$count status=none; }
+echo "dd $count x 1 KiB, $rounds rounds, link delay $delay; loadavg $(cut -d' ' -f1-3 /proc/loadavg)"
+declare -A res
+for r in $(seq $rounds); do
+	mkdir -p $B/native; rm -f $B/native/ddfile; sync
+	s=$(now); ddw $B/native/ddfile; res[native,$r]=$(since $s)
+	line="round $r: native ${res[native,$r]} s"
+	rm -rf $B/bare; mkdir -p $B/bare/l $B/bare/u $B/bare/w $B/bare/m
+	mount -t overlay overlay -o lowerdir=$B/bare/l,upperdir=$B/bare/u,workdir=$B/bare/w,redirect_dir=on,metacopy=on,index=on,xino=auto $B/bare/m
+	sync; s=$(now); ddw $B/bare/m/ddfile; res[bare,$r]=$(since $s)
+	umount $B/bare/m
+	line="$line; bare overlay ${res[bare,$r]} s"
+	for mode in overlay fuse; do
+		start $mode; sync
+		s=$(now); ddw $B/mnt/d/ddfile; res[$mode,$r]=$(since $s)
+		s=$(now); $B/cachefsd ctl --socket $B/ctl flush >/dev/null; res[$mode-flush,$r]=$(since $s)
+		size=$(stat -c %s $B/export/d/ddfile)
+		[ "$size" = $((count * 1024)) ] || { echo "host has $size bytes after $mode flush"; exit 1; }
+		stop
+		line="$line; $mode ${res[$mode,$r]} s (flush ${res[$mode-flush,$r]} s)"
+	done
+	echo "$line; loadavg $(cut -d' ' -f1-3 /proc/loadavg)"
+done
+median() { for r in $(seq $rounds); do echo "${res[$1,$r]}"; done | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+n=$(median native)
+for k in native bare overlay overlay-flush fuse fuse-flush; do
+	m=$(median $k)
+	echo "median $k: $m s ($(echo "scale=2; $m / $n" | bc)x native)"
+done
+rm -rf $B/native $B/bare $B/export $B/state $B/mnt
