@@ -132,6 +132,7 @@ func (e *Engine) passAndAnswer(rs *runState) {
 	}
 	if len(out.rescan) > 0 && out.err == nil {
 		rs.dirty = time.Now().Add(-e.o.Gather) // at once: the moved directories
+		rs.last = rs.dirty
 		rs.waiting = append(waiting, rs.waiting...)
 		return
 	}
