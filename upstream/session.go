@@ -186,7 +186,10 @@ func (ss *session) close() {
 		ss.closeFile(f)
 	}
 	ss.nodes.mu.Lock()
-	nodes := ss.nodes.byID
+	nodes := make([]*node, 0, len(ss.nodes.byID)) // copied: a handler still running may forget some
+	for _, n := range ss.nodes.byID {
+		nodes = append(nodes, n)
+	}
 	ss.nodes.mu.Unlock()
 	for _, n := range nodes {
 		ss.srv.fds.remove(n)
