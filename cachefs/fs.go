@@ -310,6 +310,11 @@ func (fs *FS) Stats() Stats {
 // Destroy stops background work.
 func (fs *FS) OnUnmount() { fs.stopOnce.Do(fs.stop) }
 
+// Stopped is closed once the FS's background work has stopped, after
+// its unmount: its write-back journal is closed and its state directory
+// free for another daemon.
+func (fs *FS) Stopped() <-chan struct{} { return fs.stopped }
+
 func (fs *FS) stop() {
 	defer close(fs.stopped)
 	fs.forgets.close()

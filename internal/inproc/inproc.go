@@ -153,11 +153,23 @@ func (e *Pair) Close() error {
 	if e.Mount != nil {
 		if uerr := unmount(e.Mount, e.Mountpoint); uerr != nil {
 			err = uerr
+		} else {
+			waitStopped(e.FS)
 		}
 		e.Mount = nil
 	}
 	e.Disconnect()
 	return err
+}
+
+// waitStopped waits a while for fs to stop after its unmount (go-fuse
+// calls OnUnmount after Unmount returns): until then its state
+// directory is held, and a daemon started at once on it is refused.
+func waitStopped(fs *cachefs.FS) {
+	select {
+	case <-fs.Stopped():
+	case <-time.After(10 * time.Second):
+	}
 }
 
 // Disconnect closes the client and stops the server, leaving the mount
