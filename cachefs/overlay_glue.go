@@ -73,7 +73,13 @@ func (fs *FS) startOverlays() error {
 		}
 		return nil
 	}
-	o := &overlays{dir: filepath.Join(fs.opts.StateDir, "overlay"), byID: map[uint64]*ovlReg{}, byPath: map[string]*ovlReg{}}
+	// Absolute: overlayfs keeps upperdir as given, and a restarted
+	// daemon finds its stale overlays by it in mountinfo.
+	dir, err := filepath.Abs(filepath.Join(fs.opts.StateDir, "overlay"))
+	if err != nil {
+		return err
+	}
+	o := &overlays{dir: dir, byID: map[uint64]*ovlReg{}, byPath: map[string]*ovlReg{}}
 	switch {
 	case !fs.opts.Overlays:
 		o.off = overlaysTurnedOff
