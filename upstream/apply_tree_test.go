@@ -96,6 +96,8 @@ func TestApplyReplace(t *testing.T) {
 	os.Link(filepath.Join(ts.export, "linked"), filepath.Join(ts.export, "other"))
 	os.Remove(filepath.Join(ts.export, "sym"))
 	os.Symlink("old", filepath.Join(ts.export, "sym"))
+	os.Symlink("same", filepath.Join(ts.export, "symlinked"))
+	os.Link(filepath.Join(ts.export, "symlinked"), filepath.Join(ts.export, "symother"))
 	r := upstream.WBReplace
 	wantApplied(t, c, []upstream.WBOp{
 		{Kind: upstream.WBCreate, Path: "dir", Mode: 0o600, Flags: r},
@@ -103,7 +105,14 @@ func TestApplyReplace(t *testing.T) {
 		{Kind: upstream.WBCreate, Path: "linked", Mode: 0o644, Flags: r},
 		{Kind: upstream.WBSymlink, Path: "sym", Target: "new", Flags: r},
 		{Kind: upstream.WBMknod, Path: "fifo", Mode: unix.S_IFIFO | 0o640, Flags: r},
+		{Kind: upstream.WBSymlink, Path: "symlinked", Target: "same", Flags: r},
 	})
+	var a, b unix.Stat_t
+	unix.Lstat(filepath.Join(ts.export, "symlinked"), &a)
+	unix.Lstat(filepath.Join(ts.export, "symother"), &b)
+	if a.Ino == b.Ino || a.Nlink != 1 {
+		t.Errorf("symlinked is still a link of symother (inode %d, %d links): a symlink with another name was kept", a.Ino, a.Nlink)
+	}
 	wantType(t, filepath.Join(ts.export, "dir"), unix.S_IFREG)
 	wantType(t, filepath.Join(ts.export, "file"), unix.S_IFDIR)
 	wantType(t, filepath.Join(ts.export, "fifo"), unix.S_IFIFO)

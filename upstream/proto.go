@@ -539,7 +539,8 @@ const (
 // WBReplace in Flags of WBMkdir, WBCreate, WBSymlink and WBMknod (with
 // FeatTreeWB): whatever else is at Path goes first, a directory with
 // its contents. What is kept: a directory for WBMkdir, a regular file
-// with no other link for WBCreate, a symlink to Target for WBSymlink.
+// for WBCreate, a symlink to Target for WBSymlink, that type (a device's
+// placeholder) for WBMknod; but for a directory, only with no other link.
 const WBReplace uint32 = 1 << 8
 
 type WBOp struct {

@@ -54,14 +54,18 @@ func (ss *session) clearFor(w *dirWalker, dfd int, name string, op *WBOp) error 
 	return removeTree(dfd, name)
 }
 
-// keeps reports whether a create op keeps the file st found at name.
+// keeps reports whether a create op keeps the file st found at name:
+// never one with another name, which the create must not change.
 func keeps(dfd int, name string, op *WBOp, st *unix.Stat_t) bool {
 	fmt := st.Mode & unix.S_IFMT
+	if fmt != unix.S_IFDIR && st.Nlink != 1 {
+		return false
+	}
 	switch op.Kind {
 	case WBMkdir:
 		return fmt == unix.S_IFDIR
 	case WBCreate:
-		return fmt == unix.S_IFREG && st.Nlink == 1
+		return fmt == unix.S_IFREG
 	case WBSymlink:
 		buf := make([]byte, unix.PathMax)
 		n, err := unix.Readlinkat(dfd, name, buf)
