@@ -27,21 +27,7 @@ func TestDelegatedStressThenCompare(t *testing.T) {
 	links := os.Getenv("CACHEFS_STRESS_HARDLINKS") == "1"
 	export := t.TempDir()
 	env := startDelegated(t, export, t.TempDir())
-	var wg sync.WaitGroup
-	for i := range 4 {
-		s := &stresser{rng: rand.New(rand.NewPCG(seed, uint64(i))), dir: filepath.Join(env.Mountpoint, fmt.Sprintf("s%d", i)), links: links}
-		if err := os.Mkdir(s.dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range ops {
-				s.step()
-			}
-		}()
-	}
-	wg.Wait()
+	stressWriters(t, env.Mountpoint, seed, ops, links)
 	if failed := env.FS.WriteBack(); len(failed) > 0 {
 		t.Errorf("write-back: %+v", failed)
 	}
@@ -79,6 +65,26 @@ func knownTreeDiff(d string) string {
 		}
 	}
 	return ""
+}
+
+// stressWriters runs four stressers at once, each for ops steps in a
+// directory s<i> of its own under root, seeded from seed.
+func stressWriters(t *testing.T, root string, seed uint64, ops int, links bool) {
+	var wg sync.WaitGroup
+	for i := range 4 {
+		s := &stresser{rng: rand.New(rand.NewPCG(seed, uint64(i))), dir: filepath.Join(root, fmt.Sprintf("s%d", i)), links: links}
+		if err := os.Mkdir(s.dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range ops {
+				s.step()
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // stresser changes one directory at random. Errors are expected (a name

@@ -1,11 +1,8 @@
 package cachefs_test
 
 import (
-	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/cachefs/cachefs/cachefs"
@@ -38,21 +35,7 @@ func TestOverlayStressThenCompare(t *testing.T) {
 	if !isOverlay(t, root) {
 		t.Fatalf("%s is not an overlay", root)
 	}
-	var wg sync.WaitGroup
-	for i := range 4 {
-		s := &stresser{rng: rand.New(rand.NewPCG(seed, uint64(i))), dir: filepath.Join(root, fmt.Sprintf("s%d", i)), links: links}
-		if err := os.Mkdir(s.dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range ops {
-				s.step()
-			}
-		}()
-	}
-	wg.Wait()
+	stressWriters(t, root, seed, ops, links)
 	if failed := env.FS.WriteBack(); len(failed) > 0 {
 		t.Errorf("write-back: %+v", failed)
 	}
