@@ -16,17 +16,8 @@ import (
 // its own, and writes everything back at the end: the host's tree is then
 // the guest's (device nodes as the host's placeholders of them).
 func TestConformanceOverlay(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("overlays need root")
-	}
 	export := t.TempDir()
-	os.Mkdir(filepath.Join(export, "ovl"), 0o777)
-	env := harness.Start(t, harness.Options{Export: export, FS: cachefs.Options{Overlays: true}})
-	env.FS.Register("ovl", consistency.Delegated)
-	dir := filepath.Join(env.Mountpoint, "ovl")
-	if !isOverlay(t, dir) {
-		t.Fatalf("%s is not an overlay", dir)
-	}
+	env, dir := ovlSubtree(t, export)
 	var st unix.Stat_t
 	if err := unix.Stat(env.Mountpoint, &st); err != nil {
 		t.Fatalf("Stat mountpoint: %v", err)
@@ -46,4 +37,22 @@ func TestConformanceOverlay(t *testing.T) {
 		t.Errorf("write-back after the suite: %+v", failed)
 	}
 	compareTrees(t, "host after the suite", fullTree(t, filepath.Join(export, "ovl")), fullTree(t, dir))
+}
+
+// ovlSubtree starts a mount of export with overlays on and registers its
+// subtree "ovl" (made here) delegated; it returns the mount and the
+// overlay's path in it. Not root: the test is skipped.
+func ovlSubtree(t *testing.T, export string) (*harness.Env, string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("overlays need root")
+	}
+	os.Mkdir(filepath.Join(export, "ovl"), 0o777)
+	env := harness.Start(t, harness.Options{Export: export, FS: cachefs.Options{Overlays: true}})
+	env.FS.Register("ovl", consistency.Delegated)
+	dir := filepath.Join(env.Mountpoint, "ovl")
+	if !isOverlay(t, dir) {
+		t.Fatalf("%s is not an overlay", dir)
+	}
+	return env, dir
 }

@@ -4,10 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/cachefs/cachefs/cachefs"
-	"github.com/cachefs/cachefs/consistency"
-	"github.com/cachefs/cachefs/internal/harness"
 )
 
 // TestOverlayStressThenCompare is TestDelegatedStressThenCompare on a
@@ -22,19 +18,10 @@ import (
 // was moved out and back during a scan, a name kept by a rename between
 // two links of one file.
 func TestOverlayStressThenCompare(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("overlays need root")
-	}
 	seed, ops := exerciserSeed(t), envInt(t, "CACHEFS_STRESS_OPS", 120)
 	links := os.Getenv("CACHEFS_STRESS_HARDLINKS") != "0"
 	export := t.TempDir()
-	os.Mkdir(filepath.Join(export, "ovl"), 0o777)
-	env := harness.Start(t, harness.Options{Export: export, FS: cachefs.Options{Overlays: true}})
-	env.FS.Register("ovl", consistency.Delegated)
-	root := filepath.Join(env.Mountpoint, "ovl")
-	if !isOverlay(t, root) {
-		t.Fatalf("%s is not an overlay", root)
-	}
+	env, root := ovlSubtree(t, export)
 	stressWriters(t, root, seed, ops, links)
 	if failed := env.FS.WriteBack(); len(failed) > 0 {
 		t.Errorf("write-back: %+v", failed)
