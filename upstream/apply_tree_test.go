@@ -247,3 +247,28 @@ func splitOnNul(b []byte) []string {
 	}
 	return out
 }
+
+// TestAllowDevices: with ServerOptions.AllowDevices a guest's Mknod and
+// WBMknod of a device make a real device node on the host, applied
+// again without error.
+func TestAllowDevices(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("device nodes need root")
+	}
+	ts := startServer(t, upstream.ServerOptions{AllowDevices: true})
+	c := newClient(t, ts.addr, upstream.ClientOptions{})
+	rdev := uint64(unix.Mkdev(1, 3))
+	op := upstream.WBOp{Kind: upstream.WBMknod, Path: "null", Mode: unix.S_IFCHR | 0o640, Size: rdev}
+	wantApplied(t, c, []upstream.WBOp{op, op})
+	op.Flags = upstream.WBReplace
+	wantApplied(t, c, []upstream.WBOp{op})
+	var resp upstream.EntryResp
+	must(t, c, upstream.OpMknod, &upstream.MknodReq{Parent: upstream.RootID, Name: "loop", Mode: unix.S_IFBLK | 0o600,
+		Rdev: uint32(unix.Mkdev(7, 200)), Caller: rootCaller}, &resp)
+	for name, want := range map[string]uint64{"null": rdev, "loop": uint64(unix.Mkdev(7, 200))} {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(ts.export, name), &st); err != nil || st.Mode&unix.S_IFMT == unix.S_IFREG || uint64(st.Rdev) != want {
+			t.Errorf("host %s: mode %o rdev %#x (%v), want a device node %#x", name, st.Mode, st.Rdev, err, want)
+		}
+	}
+}

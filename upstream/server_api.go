@@ -52,6 +52,11 @@ type ServerOptions struct {
 	// them (a root server would otherwise take a guest's set-uid-root
 	// file for its own).
 	AllowSetID bool
+	// AllowDevices makes the device nodes guests make (Mknod, WBMknod of
+	// S_IFCHR or S_IFBLK) real device nodes on the host, which needs the
+	// server to run as root. False: each is a placeholder file
+	// (server_dev.go), which no host program can open as the device.
+	AllowDevices bool
 	// WithheldFeatures are not offered at the handshake (their ops are
 	// still served): to test guests against an older host.
 	WithheldFeatures uint64

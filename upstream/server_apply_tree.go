@@ -139,18 +139,33 @@ func (ss *session) applyDevice(dfd int, name string, op *WBOp) error {
 		return unix.EINVAL
 	}
 	ss.markPath(dfd, name, invalidation.Create, invalidation.Attrib)
-	err := mkdevAt(dfd, name, fmt, op.Mode&0777, rdev)
+	err := ss.srv.mkdev(dfd, name, fmt, op.Mode&0777, rdev)
 	if err == unix.EEXIST && isDevAt(dfd, name, fmt, rdev) {
 		err = nil
 	}
 	return ss.applyOwner(dfd, name, op, err)
 }
 
-// isDevAt reports whether name in dfd is the placeholder of device rdev
-// of type fmt.
+// mkdev makes name in dfd the device node a guest asked for: a real one
+// with ServerOptions.AllowDevices, else its placeholder.
+func (s *Server) mkdev(dfd int, name string, fmt, perm, rdev uint32) error {
+	if s.opts.AllowDevices {
+		return unix.Mknodat(dfd, name, fmt|perm, int(rdev))
+	}
+	return mkdevAt(dfd, name, fmt, perm, rdev)
+}
+
+// isDevAt reports whether name in dfd is device rdev of type fmt, or
+// its placeholder.
 func isDevAt(dfd int, name string, fmt, rdev uint32) bool {
 	var st unix.Stat_t
-	if unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+	if unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return false
+	}
+	if st.Mode&unix.S_IFMT == fmt {
+		return uint64(st.Rdev) == uint64(rdev)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return false
 	}
 	f, r, ok := readDev(unix.Lgetxattr, hostfs.FDPath(dfd)+"/"+name)

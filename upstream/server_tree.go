@@ -66,7 +66,7 @@ func (ss *session) mknod(req *MknodReq, resp *EntryResp) error {
 	return ss.withDirName(req.Parent, req.Name, func(dir *node, fd int) (err error) {
 		ss.mark(dir, req.Name, invalidation.Create, invalidation.Attrib)
 		if isDevice(fmt) {
-			err = mkdevAt(fd, req.Name, fmt, req.Mode&0777, req.Rdev)
+			err = ss.srv.mkdev(fd, req.Name, fmt, req.Mode&0777, req.Rdev)
 		} else {
 			err = unix.Mknodat(fd, req.Name, fmt|host, int(req.Rdev))
 		}

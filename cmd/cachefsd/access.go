@@ -18,6 +18,7 @@ type accessFlags struct {
 	insecureTCP bool
 	allowCIDs   string
 	allowSetID  bool
+	allowDevs   bool
 }
 
 func (a *accessFlags) register(fl *flag.FlagSet) {
@@ -25,6 +26,7 @@ func (a *accessFlags) register(fl *flag.FlagSet) {
 	fl.BoolVar(&a.insecureTCP, "insecure-tcp", false, "serve a tcp address without --secret-file: whoever reaches the port gets the export")
 	fl.StringVar(&a.allowCIDs, "allow-cid", "", "vsock: accept connections only from these peer CIDs, comma-separated")
 	fl.BoolVar(&a.allowSetID, "allow-setid", false, "apply the set-uid and set-gid bits guests give regular files to the host files")
+	fl.BoolVar(&a.allowDevs, "allow-devices", false, "make the device nodes guests make real device nodes on the host (serve as root); else each is an empty file standing for it")
 }
 
 // check reads the secret and checks the flags against the address to

@@ -61,7 +61,7 @@ func serve(args []string) error {
 		return err
 	}
 	srv, err := upstream.NewServer(upstream.ServerOptions{Export: *export, ReadOnly: sf.ro, MaxFDs: sf.maxFDs,
-		Secret: secret, AllowSetID: acc.allowSetID,
+		Secret: secret, AllowSetID: acc.allowSetID, AllowDevices: acc.allowDevs,
 		Watcher: kind, Backend: backend})
 	if err != nil {
 		return err
