@@ -56,6 +56,7 @@ var exOps = []exOp{
 	{"rename-open", (*exWorker).opRename},
 	{"reopen", (*exWorker).opReopen},
 	{"fsync", (*exWorker).opFsync},
+	{"fdatasync", (*exWorker).opFdatasync},
 }
 
 func newExWorker(seed uint64, id int, dir string) (*exWorker, error) {
@@ -389,6 +390,12 @@ func (w *exWorker) opReopen() error {
 func (w *exWorker) opFsync() error {
 	w.note("fsync")
 	return w.f.Sync()
+}
+
+// opFdatasync: issue 20 saw fdatasync return EIO once per stress run.
+func (w *exWorker) opFdatasync() error {
+	w.note("fdatasync")
+	return unix.Fdatasync(int(w.f.Fd()))
 }
 
 // check compares the file with the model: its size by descriptor and
