@@ -269,7 +269,7 @@ func (fs *FS) actuateCreate(a *actuation, key kernelName, p string, epoch uint64
 // mountpoint may lead into another connection, which would take the
 // actuator's calls for real ones), else the mountpoint.
 func (fs *FS) guestPath(n *node) (string, bool) {
-	root := fs.opts.Mountpoint
+	root, _ := fs.mounted.Load().(string) // opts.Mountpoint, written by serve while this runs
 	if r, ok := fs.actRoot.Load().(string); ok {
 		root = r
 	}

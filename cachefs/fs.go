@@ -79,6 +79,7 @@ type FS struct {
 	set        *connSet         // immutable: the connections sharing fs.up
 	expirer    expirer          // set up by Mount (notify_expire.go)
 	actRoot    atomic.Value     // string: where the actuator reaches this connection (guestPath)
+	mounted    atomic.Value     // string: opts.Mountpoint as serve set it, for the actuator, which runs from New on
 	stopOnce   sync.Once
 	stopped    chan struct{} // closed once background work stopped (OnUnmount)
 
@@ -121,6 +122,7 @@ func newFS(opts Options, set *connSet) (*FS, error) {
 	fs.cache = newMetaCache(fs.ttl, opts.CacheLimits, fs.nodes.pin, fs.unpin)
 	fs.actPending.m = map[kernelName]actPend{}
 	fs.watches.byReg = map[uint64]*node{}
+	fs.mounted.Store(opts.Mountpoint)
 	if !opts.NoActuator {
 		fs.act = invalidation.NewActuator()
 		fs.actQueue = make(chan actBatch, 64)

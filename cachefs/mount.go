@@ -81,6 +81,7 @@ func serve(raw fuse.RawFileSystem, fs *FS, dir string, opts *fuse.MountOptions, 
 	}
 	if abs, err := filepath.Abs(dir); err == nil {
 		fs.opts.Mountpoint = abs
+		fs.mounted.Store(abs)
 	}
 	fs.uringOff = o.URingOff
 	if o.URing {
