@@ -80,7 +80,7 @@ func NewGuest(main *FS, o GuestOptions) (*Guest, error) {
 	}
 	clearStale(o.RunDir)
 	mnt := main.opts.Mountpoint
-	id, err := mountID(mnt)
+	id, err := mountOf(mnt)
 	if err != nil {
 		return nil, fmt.Errorf("cachefs: the mount at %s: %w", mnt, err)
 	}

@@ -2,6 +2,8 @@ package cachefs
 
 import (
 	"bufio"
+	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -16,17 +18,26 @@ import (
 // wakes on every change) and closes itself once the main mount has left
 // the namespace.
 
-// mountID returns the id of the mount at path.
-func mountID(path string) (uint64, error) {
-	var st unix.Statx_t
-	if err := unix.Statx(unix.AT_FDCWD, path, 0, unix.STATX_MNT_ID, &st); err != nil {
-		return 0, err
-	}
-	return st.Mnt_id, nil
+// mountKey is what names one mount in the mount table: its id, which
+// the kernel gives to another mount once this one is gone (any
+// process's, in this namespace), and its device, our FUSE connection's
+// while it lives.
+type mountKey struct {
+	id  uint64
+	dev string // "major:minor", as mountinfo's third field
 }
 
-// startWatchMain watches for the end of the mount with id mnt.
-func (g *Guest) startWatchMain(mnt uint64) {
+// mountOf returns the key of the mount at path.
+func mountOf(path string) (mountKey, error) {
+	var st unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, path, 0, unix.STATX_MNT_ID, &st); err != nil {
+		return mountKey{}, err
+	}
+	return mountKey{id: st.Mnt_id, dev: fmt.Sprintf("%d:%d", st.Dev_major, st.Dev_minor)}, nil
+}
+
+// startWatchMain watches for the end of mount mnt.
+func (g *Guest) startWatchMain(mnt mountKey) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		g.main.opts.Logf("cachefs: not watching the mount table: %v", err)
@@ -38,7 +49,7 @@ func (g *Guest) startWatchMain(mnt uint64) {
 
 // watchMain closes g when mount mnt is gone, or returns when stop is
 // closed (Close).
-func (g *Guest) watchMain(mnt uint64, stop *os.File) {
+func (g *Guest) watchMain(mnt mountKey, stop *os.File) {
 	defer stop.Close()
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
@@ -64,18 +75,27 @@ func (g *Guest) watchMain(mnt uint64, stop *os.File) {
 	}
 }
 
-// mounted reports whether mount id is in this namespace.
-func mounted(id uint64) bool {
+// mounted reports whether mount m is in this namespace.
+func mounted(m mountKey) bool {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return true
 	}
 	defer f.Close()
-	want := strconv.FormatUint(id, 10) + " "
-	sc := bufio.NewScanner(f)
+	return mountedIn(f, m)
+}
+
+// mountedIn reports whether the mount table r (mountinfo's format) has
+// mount m: its id with its device. The id alone is not enough: a mount
+// made since ours went, by any process here, may have taken it (seen as
+// a daemon not stopping after its umount while other tests mounted).
+func mountedIn(r io.Reader, m mountKey) bool {
+	want := strconv.FormatUint(m.id, 10)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		if strings.HasPrefix(sc.Text(), want) {
+		f := strings.Fields(sc.Text())
+		if len(f) > 2 && f[0] == want && f[2] == m.dev {
 			return true
 		}
 	}
