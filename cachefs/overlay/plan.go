@@ -193,8 +193,14 @@ func (p *planner) sameFile(first, e *entry) bool {
 	if first.nlink > 1 {
 		return true
 	}
-	now, err := upperEntry(p.sc.upper, first.path)
-	return e.nlink > 1 && err == nil && now.ino == e.ino && now.btime == e.btime
+	return e.nlink > 1 && p.upperHas(first.path, e)
+}
+
+// upperHas reports whether the upper directory holds e's inode (number
+// and birth time) at path now.
+func (p *planner) upperHas(path string, e *entry) bool {
+	now, err := upperEntry(p.sc.upper, path)
+	return err == nil && now.ino == e.ino && now.btime == e.btime
 }
 
 // byInode finds a changed entry's inode among the records: the same
@@ -233,11 +239,7 @@ func (p *planner) stillThere(path string, e *entry) bool {
 	if c := p.sc.changed[path]; c != nil {
 		return c.ino == e.ino && c.btime == e.btime
 	}
-	if p.sc.gone[path] {
-		return false
-	}
-	now, err := upperEntry(p.sc.upper, path)
-	return err == nil && now.ino == e.ino && now.btime == e.btime
+	return !p.sc.gone[path] && p.upperHas(path, e)
 }
 
 // byRedirect finds the lower object overlayfs moved to a changed entry.
