@@ -312,10 +312,18 @@ func (fs *FS) Stats() Stats {
 // Destroy stops background work.
 func (fs *FS) OnUnmount() { fs.stopOnce.Do(fs.stop) }
 
-// Stopped is closed once the FS's background work has stopped, after
-// its unmount: its write-back journal is closed and its state directory
-// free for another daemon.
-func (fs *FS) Stopped() <-chan struct{} { return fs.stopped }
+// WaitStopped waits up to d for the FS's background work to stop, after
+// its unmount (go-fuse calls OnUnmount after Unmount returns): then its
+// write-back journal is closed and its state directory free for another
+// daemon. It reports whether it stopped.
+func (fs *FS) WaitStopped(d time.Duration) bool {
+	select {
+	case <-fs.stopped:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
 
 func (fs *FS) stop() {
 	defer close(fs.stopped)

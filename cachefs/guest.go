@@ -292,10 +292,9 @@ func (c *conn) close() error {
 	if err != nil {
 		err = unix.Unmount(c.dir, unix.MNT_DETACH)
 	}
-	select {
-	case <-c.fs.stopped:
+	if c.fs.WaitStopped(5 * time.Second) {
 		os.Remove(c.dir)
-	case <-time.After(5 * time.Second):
+	} else {
 		c.fs.opts.Logf("cachefs: the connection at %s is still in use: it serves until its last user goes", c.dir)
 	}
 	if err != nil {

@@ -154,22 +154,12 @@ func (e *Pair) Close() error {
 		if uerr := unmount(e.Mount, e.Mountpoint); uerr != nil {
 			err = uerr
 		} else {
-			waitStopped(e.FS)
+			e.FS.WaitStopped(10 * time.Second) // its state directory is held until then
 		}
 		e.Mount = nil
 	}
 	e.Disconnect()
 	return err
-}
-
-// waitStopped waits a while for fs to stop after its unmount (go-fuse
-// calls OnUnmount after Unmount returns): until then its state
-// directory is held, and a daemon started at once on it is refused.
-func waitStopped(fs *cachefs.FS) {
-	select {
-	case <-fs.Stopped():
-	case <-time.After(10 * time.Second):
-	}
 }
 
 // Disconnect closes the client and stops the server, leaving the mount
