@@ -14,14 +14,22 @@
 # (the time until the host has it), a check of the host's file size, and
 # the daemon stopped. Prints each round and the medians, with the load
 # average before and after. Needs root; B (default /var/tmp/ovdd) is the
-# work directory, on the disk under test.
+# work directory, on the disk under test, and holds the export. G (default
+# $B) holds the guest's side: the native dd, the bare overlay and the
+# state directory (the upper directories). With G on a filesystem of its
+# own (a loop-mounted ext4 image on the same disk, as a VM's disk is an
+# image file on the host's), the host server's fanotify mark on the
+# export's filesystem does not see the guest's writes, as in a VM; with G
+# on the export's filesystem, `cachefsd local`'s in-process host reads an
+# event per write.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${B:-/var/tmp/ovdd}
+G=${G:-$B}
 count=${1:-100000}
 rounds=${2:-3}
 delay=${3:-50us}
-mkdir -p $B
+mkdir -p $B $G
 go build -o $B/cachefsd ./cmd/cachefsd
 pid=""
 stop() {
@@ -29,7 +37,7 @@ stop() {
 	pid=""
 	umount -l $B/mnt/d 2>/dev/null || true
 	umount -l $B/mnt 2>/dev/null || true
-	umount -l $B/bare/m 2>/dev/null || true
+	umount -l $G/bare/m 2>/dev/null || true
 }
 trap stop EXIT
 now() { date +%s.%N; }
@@ -39,8 +47,8 @@ since() { echo "$(now) - $1" | bc; }
 start() {
 	local flag=--overlay=false
 	[ "$1" = overlay ] && flag=--overlay
-	rm -rf $B/export $B/state $B/mnt; mkdir -p $B/export/d $B/state $B/mnt
-	$B/cachefsd local --export $B/export --ctl $B/ctl --state-dir $B/state --link-delay $delay $flag $B/mnt > $B/log.$1 2>&1 &
+	rm -rf $B/export $G/state $B/mnt; mkdir -p $B/export/d $G/state $B/mnt
+	$B/cachefsd local --export $B/export --ctl $B/ctl --state-dir $G/state --link-delay $delay $flag $B/mnt > $B/log.$1 2>&1 &
 	pid=$!
 	for _ in $(seq 100); do [ -S $B/ctl ] && $B/cachefsd ctl --socket $B/ctl ping >/dev/null 2>&1 && break; sleep 0.1; done
 	$B/cachefsd ctl --socket $B/ctl register --mode delegated $B/mnt/d >/dev/null
@@ -50,16 +58,16 @@ start() {
 }
 
 ddw() { dd if=/dev/zero of="$1" bs=1k count=$count status=none; }
-echo "dd $count x 1 KiB, $rounds rounds, link delay $delay; loadavg $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "dd $count x 1 KiB, $rounds rounds, link delay $delay; guest side on $(stat -f -c %T $G) ($(findmnt -n -o SOURCE --target $G)); loadavg $(cut -d' ' -f1-3 /proc/loadavg)"
 declare -A res
 for r in $(seq $rounds); do
-	mkdir -p $B/native; rm -f $B/native/ddfile; sync
-	s=$(now); ddw $B/native/ddfile; res[native,$r]=$(since $s)
+	mkdir -p $G/native; rm -f $G/native/ddfile; sync
+	s=$(now); ddw $G/native/ddfile; res[native,$r]=$(since $s)
 	line="round $r: native ${res[native,$r]} s"
-	rm -rf $B/bare; mkdir -p $B/bare/l $B/bare/u $B/bare/w $B/bare/m
-	mount -t overlay overlay -o lowerdir=$B/bare/l,upperdir=$B/bare/u,workdir=$B/bare/w,redirect_dir=on,metacopy=on,index=on,xino=auto $B/bare/m
-	sync; s=$(now); ddw $B/bare/m/ddfile; res[bare,$r]=$(since $s)
-	umount $B/bare/m
+	rm -rf $G/bare; mkdir -p $G/bare/l $G/bare/u $G/bare/w $G/bare/m
+	mount -t overlay overlay -o lowerdir=$G/bare/l,upperdir=$G/bare/u,workdir=$G/bare/w,redirect_dir=on,metacopy=on,index=on,xino=auto $G/bare/m
+	sync; s=$(now); ddw $G/bare/m/ddfile; res[bare,$r]=$(since $s)
+	umount $G/bare/m
 	line="$line; bare overlay ${res[bare,$r]} s"
 	for mode in overlay fuse; do
 		start $mode; sync
@@ -78,4 +86,4 @@ for k in native bare overlay overlay-flush fuse fuse-flush; do
 	m=$(median $k)
 	echo "median $k: $m s ($(echo "scale=2; $m / $n" | bc)x native)"
 done
-rm -rf $B/native $B/bare $B/export $B/state $B/mnt
+rm -rf $G/native $G/bare $B/export $G/state $B/mnt
