@@ -60,6 +60,7 @@ start() {
 ddw() { dd if=/dev/zero of="$1" bs=1k count=$count status=none; }
 echo "dd $count x 1 KiB, $rounds rounds, link delay $delay; guest side on $(stat -f -c %T $G) ($(findmnt -n -o SOURCE --target $G)); loadavg $(cut -d' ' -f1-3 /proc/loadavg)"
 declare -A res
+: > $B/stats
 for r in $(seq $rounds); do
 	mkdir -p $G/native; rm -f $G/native/ddfile; sync
 	s=$(now); ddw $G/native/ddfile; res[native,$r]=$(since $s)
@@ -73,6 +74,7 @@ for r in $(seq $rounds); do
 		start $mode; sync
 		s=$(now); ddw $B/mnt/d/ddfile; res[$mode,$r]=$(since $s)
 		s=$(now); $B/cachefsd ctl --socket $B/ctl flush >/dev/null; res[$mode-flush,$r]=$(since $s)
+		$B/cachefsd ctl --socket $B/ctl stats | grep -E "kernel requests|overlay /" | sed "s/^/  $mode: /" >> $B/stats
 		size=$(stat -c %s $B/export/d/ddfile)
 		[ "$size" = $((count * 1024)) ] || { echo "host has $size bytes after $mode flush"; exit 1; }
 		stop
@@ -86,4 +88,6 @@ for k in native bare overlay overlay-flush fuse fuse-flush; do
 	m=$(median $k)
 	echo "median $k: $m s ($(echo "scale=2; $m / $n" | bc)x native)"
 done
+echo "FUSE requests of each cachefs run (ctl stats after its flush):"
+cat $B/stats
 rm -rf $G/native $G/bare $B/export $G/state $B/mnt

@@ -33,4 +33,7 @@ func TestOverlayStressThenCompare(t *testing.T) {
 	for _, d := range diffs {
 		t.Errorf("guest and host differ: %s", d)
 	}
+	if st := env.FS.Stats().Overlays; len(st) != 1 || st[0].Quieted == 0 {
+		t.Errorf("overlay stats %+v: want one overlay whose writes made directories quiet", st)
+	}
 }

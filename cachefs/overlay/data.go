@@ -34,6 +34,8 @@ type dataReader struct {
 	first bool
 	dense bool // no hole: one extent from 0 to size
 	done  bool
+	// open for writing by someone when opened (quiet.go)
+	writer bool
 }
 
 // cleanPages starts the writeback of fd's dirty pages (after waiting
@@ -63,7 +65,7 @@ func openData(upper, rel, hostPath string) (*dataReader, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	d := &dataReader{f: os.NewFile(uintptr(fd), name), path: hostPath, size: st.Size, first: true}
+	d := &dataReader{f: os.NewFile(uintptr(fd), name), path: hostPath, size: st.Size, first: true, writer: hasWriter(fd)}
 	start, end := d.extent()
 	d.dense = start == 0 && end == d.size
 	return d, nil
@@ -124,3 +126,19 @@ func (d *dataReader) extent() (int64, int64) {
 }
 
 func (d *dataReader) close() { d.f.Close() }
+
+// written reports whether the file was open for writing when it was
+// opened or is now: a write may then have been in progress as it was
+// read.
+func (d *dataReader) written() bool { return d.writer || hasWriter(int(d.f.Fd())) }
+
+// hasWriter reports whether the file open as fd (read-only) is open
+// for writing anywhere: a read lease is refused (EAGAIN) exactly then.
+// A lease that cannot be had for another reason counts as a writer.
+func hasWriter(fd int) bool {
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETLEASE, unix.F_RDLCK); err != nil {
+		return true
+	}
+	unix.FcntlInt(uintptr(fd), unix.F_SETLEASE, unix.F_UNLCK)
+	return false
+}

@@ -45,6 +45,7 @@ type Stats struct {
 	Retries            uint64 // passes made again after a failure
 	Failures           int    // changes the host refuses now
 	StateRecords       int
+	Quieted            uint64 // directories whose IN_MODIFY a write took (quiet.go)
 }
 
 // ErrClosed is returned by Flush after Close.

@@ -12,6 +12,7 @@ const maxSettle = 8
 func (e *Engine) pass(full, blind bool) sendOut {
 	var ch changes
 	if e.w != nil {
+		e.w.wake()
 		ch = e.w.take()
 	}
 	full = full || ch.full
@@ -37,6 +38,7 @@ func (e *Engine) pass(full, blind bool) sendOut {
 	groups := p.plan()
 	out := sendGroups(e.ctx, e.o.Upper, e.o.Send, groups)
 	out.again, out.rescan = p.again, p.rescan
+	e.noteReads(out.reads)
 	e.afterPass(p, out, full)
 	return out
 }
@@ -98,6 +100,9 @@ func (e *Engine) afterPass(p *planner, out sendOut, full bool) {
 	}
 	s := &e.stats
 	s.Passes++
+	if e.w != nil {
+		s.Quieted = e.w.quieted
+	}
 	if full {
 		s.FullPasses++
 	}

@@ -92,10 +92,13 @@ func (e *Engine) due(rs *runState) bool {
 }
 
 // gathered returns when the changes seen have gathered: once none came
-// for Gather, or MaxGather after the first. A file written in many
-// small writes is so sent once it is written, not again at every pass
-// while it grows.
+// for Gather, or MaxGather after the first (at once if directories are
+// quiet, quiet.go). A file written in many small writes is so sent once
+// it is written, not again at every pass while it grows.
 func (e *Engine) gathered(rs *runState) time.Time {
+	if e.w != nil && len(e.w.quiets) > 0 {
+		return rs.dirty.Add(e.o.MaxGather) // their writers raise no events to pause
+	}
 	at := rs.last.Add(e.o.Gather)
 	if limit := rs.dirty.Add(e.o.MaxGather); limit.Before(at) {
 		return limit
@@ -141,6 +144,9 @@ func (e *Engine) passAndAnswer(rs *runState) {
 		r.reply <- e.failuresUnderLocked(r.path)
 	}
 	e.mu.Unlock()
+	if e.w != nil && e.w.pending() && rs.dirty.IsZero() {
+		rs.dirty, rs.last = time.Now(), time.Now() // the next pass wakes or rescans them
+	}
 }
 
 func (e *Engine) count(f func(*Stats)) {

@@ -32,12 +32,13 @@ type Failure struct {
 
 // sendOut is what sending a pass did.
 type sendOut struct {
-	failed []Failure // refused for good
-	ok     []string  // paths of groups applied
-	retry  bool      // some group may succeed later: no space, cancelled, data not read
-	again  bool      // the plan left work for the next pass
-	rescan []string  // directories the next pass scans whole (planner.rescan)
-	err    error     // the sender failed
+	failed []Failure  // refused for good
+	ok     []string   // paths of groups applied
+	retry  bool       // some group may succeed later: no space, cancelled, data not read
+	again  bool       // the plan left work for the next pass
+	rescan []string   // directories the next pass scans whole (planner.rescan)
+	reads  []fileRead // files whose data was read
+	err    error      // the sender failed
 	ops    int
 	bytes  int64
 }
@@ -91,6 +92,7 @@ func (s *sender) data(gi int, st step) error {
 	for s.out.err == nil {
 		op, ok, err := r.next()
 		if err != nil || !ok {
+			s.out.reads = append(s.out.reads, fileRead{path: st.file, written: r.written()})
 			return err
 		}
 		s.add(gi, op)

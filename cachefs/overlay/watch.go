@@ -42,6 +42,11 @@ type watcher struct {
 	modified map[*wdir]map[string]bool
 	full     bool // the queue overflowed: everything must be rescanned
 	buf      []byte
+	quiets   map[*wdir]int // directories whose watch has no IN_MODIFY (quiet.go): their fds
+	quieted  uint64        // directories made quiet, in all
+	// written: per directory, files read by a pass while open for
+	// writing, which keep it from going quiet (quiet.go)
+	written map[*wdir]map[string]bool
 }
 
 func newWatcher(upper string) (*watcher, error) {
@@ -50,7 +55,7 @@ func newWatcher(upper string) (*watcher, error) {
 		return nil, err
 	}
 	w := &watcher{fd: fd, upper: upper, byWd: map[int32]*wdir{}, moves: map[uint32]*wdir{},
-		dirty: map[*wdir]bool{}, modified: map[*wdir]map[string]bool{}, buf: make([]byte, 64<<10)}
+		dirty: map[*wdir]bool{}, modified: map[*wdir]map[string]bool{}, quiets: map[*wdir]int{}, written: map[*wdir]map[string]bool{}, buf: make([]byte, 64<<10)}
 	root, err := openDir(upper, "")
 	if err == nil {
 		err = w.add(root, "")
@@ -63,7 +68,12 @@ func newWatcher(upper string) (*watcher, error) {
 	return w, nil
 }
 
-func (w *watcher) close() { unix.Close(w.fd) }
+func (w *watcher) close() {
+	for _, fd := range w.quiets {
+		unix.Close(fd)
+	}
+	unix.Close(w.fd)
+}
 
 // add watches the directory rel, open as dfd, placing it in the tree
 // there (it may have been watched elsewhere before a move).
@@ -77,6 +87,7 @@ func (w *watcher) add(dfd int, rel string) error {
 		d = &wdir{wd: int32(wd)}
 		w.byWd[d.wd] = d
 	}
+	w.unquiet(d, false) // the watch has IN_MODIFY again
 	if rel == "" {
 		w.root = d
 		return nil
@@ -196,10 +207,8 @@ func (w *watcher) event(wd int32, mask, cookie uint32, name string) {
 		}
 	}
 	if mask&unix.IN_MODIFY != 0 && name != "" {
-		if w.modified[d] == nil {
-			w.modified[d] = map[string]bool{}
-		}
-		w.modified[d][name] = true
+		w.modify(d, name)
+		w.quiet(d)
 	}
 	if name == "" && d.parent != nil {
 		w.dirty[d.parent] = true // the directory's own attributes
@@ -207,8 +216,21 @@ func (w *watcher) event(wd int32, mask, cookie uint32, name string) {
 	w.dirty[d] = true
 }
 
+// modify notes that name in d was written to.
+func (w *watcher) modify(d *wdir, name string) {
+	if w.modified[d] == nil {
+		w.modified[d] = map[string]bool{}
+	}
+	w.modified[d][name] = true
+}
+
 // forget drops a directory whose watch is gone.
 func (w *watcher) forget(d *wdir) {
+	if fd, ok := w.quiets[d]; ok {
+		unix.Close(fd)
+		delete(w.quiets, d)
+	}
+	delete(w.written, d)
 	w.detach(d)
 	delete(w.byWd, d.wd)
 	delete(w.dirty, d)

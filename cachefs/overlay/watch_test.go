@@ -3,8 +3,10 @@ package overlay
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,7 +57,8 @@ func TestOverflowRescans(t *testing.T) {
 	e := passEngine(t, f)
 	f.upperFile("d/lost", "lost")
 	e.w.read()
-	e.w.take() // the events are lost
+	e.w.wake()
+	e.w.take() // the events, and the quiet directories they made, are lost
 	e.pass(false, false)
 	f.wantHost("d/lost", "-")
 	e.w.event(-1, 0x4000 /* IN_Q_OVERFLOW */, 0, "")
@@ -154,5 +157,132 @@ func TestGrowingFileSentOnce(t *testing.T) {
 	f.flush()
 	if got := f.eng.Stats().Bytes; got >= 3*writes*size {
 		t.Errorf("%d bytes written back for a file of %d, want it sent about once", got, writes*size)
+	}
+}
+
+// watchMaskOf returns the mask of e's watch on upper directory rel, as
+// the inotify descriptor's fdinfo shows it.
+func watchMaskOf(t *testing.T, e *Engine, rel string) uint32 {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(e.o.Upper, rel), &st); err != nil {
+		t.Fatal(err)
+	}
+	info, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", e.w.fd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(info), "\n") {
+		var wd int
+		var ino, sdev, mask uint64
+		if n, _ := fmt.Sscanf(line, "inotify wd:%d ino:%x sdev:%x mask:%x", &wd, &ino, &sdev, &mask); n == 4 && ino == st.Ino {
+			return uint32(mask)
+		}
+	}
+	t.Fatalf("no watch on %s in %s", rel, info)
+	return 0
+}
+
+// TestQuietDirectory: a write takes IN_MODIFY from its directory's
+// watch (the writes after it raise no event), and the next pass gives
+// it back before it reads the file, and sends it.
+func TestQuietDirectory(t *testing.T) {
+	f := newFixture(t)
+	os.MkdirAll(filepath.Join(f.upper, "d"), 0o755)
+	f.upperFile("d/f", "a")
+	var e *Engine
+	writes := 0
+	send := func(ctx context.Context, ops []upstream.WBOp) ([]uint32, error) {
+		if count(ops, upstream.WBWrite) > 0 && e != nil {
+			writes++
+			if m := watchMaskOf(t, e, "d"); m&unix.IN_MODIFY == 0 {
+				t.Errorf("data read with mask %#x: a write in progress could end unseen", m)
+			}
+		}
+		return f.h.send(ctx, ops)
+	}
+	e, err := newEngine(Options{Upper: f.upper, State: f.state, Send: send, Watch: true, Logf: t.Logf})
+	if err != nil {
+		t.Fatalf("newEngine: %v", err)
+	}
+	t.Cleanup(e.closeFDs)
+	e.ctx = context.Background()
+	e.pass(true, true)
+	if m := watchMaskOf(t, e, "d"); m&unix.IN_MODIFY == 0 {
+		t.Fatalf("mask %#x before a write, want IN_MODIFY", m)
+	}
+	fd, err := os.OpenFile(filepath.Join(f.upper, "d/f"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd.WriteString("b")
+	e.w.read()
+	if m := watchMaskOf(t, e, "d"); m&unix.IN_MODIFY != 0 {
+		t.Errorf("mask %#x after a write, want no IN_MODIFY", m)
+	}
+	if m := watchMaskOf(t, e, ""); m&unix.IN_MODIFY == 0 {
+		t.Errorf("root's mask %#x, want IN_MODIFY: only d was written in", m)
+	}
+	for i := 0; i < 100; i++ {
+		fd.WriteString("c")
+	}
+	fd.Close()
+	e.w.read()
+	if m := e.w.modified[e.w.find("d")]; !m["f"] {
+		t.Errorf("modified %v, want f", m)
+	}
+	e.pass(false, false)
+	if m := watchMaskOf(t, e, "d"); m&unix.IN_MODIFY == 0 {
+		t.Errorf("mask %#x after a pass, want IN_MODIFY back", m)
+	}
+	f.wantHost("d/f", "ab"+strings.Repeat("c", 100))
+	if q := e.Stats().Quieted; q != 1 || writes != 2 {
+		t.Errorf("Quieted %d, want 1; %d batches with data, want 2", q, writes)
+	}
+}
+
+// TestQuietWaitsForWriter: a file a pass read while it was open for
+// writing keeps its directory awake, so that the end of a write in
+// progress during the read raises its event; its record has no ctime
+// until a pass reads it with no writer.
+func TestQuietWaitsForWriter(t *testing.T) {
+	f := newFixture(t)
+	os.MkdirAll(filepath.Join(f.upper, "d"), 0o755)
+	f.upperFile("d/f", "aaaa")
+	e := passEngine(t, f)
+	p := filepath.Join(f.upper, "d/f")
+	fd, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	fd.WriteAt([]byte("bbbb"), 0)
+	e.w.read()
+	if m := watchMaskOf(t, e, "d"); m&unix.IN_MODIFY != 0 {
+		t.Fatalf("mask %#x after a write, want no IN_MODIFY", m)
+	}
+	e.pass(false, false)
+	f.wantHost("d/f", "bbbb")
+	if n := e.st.find("d/f"); n == nil || n.rec.Ctime != 0 {
+		t.Errorf("record of d/f read while open for writing: %+v, want no ctime", n)
+	}
+	fi, _ := os.Stat(p)
+	fd.WriteAt([]byte("cccc"), 0) // as a write in progress during the read would
+	os.Chtimes(p, fi.ModTime(), fi.ModTime())
+	e.w.read()
+	if m := watchMaskOf(t, e, "d"); m&unix.IN_MODIFY == 0 {
+		t.Errorf("mask %#x: d went quiet while holding a file read with a writer", m)
+	}
+	fd.Close()
+	e.w.read()
+	e.pass(false, false)
+	f.wantHost("d/f", "cccc")
+	if n := e.st.find("d/f"); n == nil || n.rec.Ctime == 0 {
+		t.Errorf("record of d/f read with no writer: %+v, want its ctime", n)
+	}
+	os.WriteFile(p, []byte("dddd"), 0o644)
+	e.w.read()
+	if m := watchMaskOf(t, e, "d"); m&unix.IN_MODIFY != 0 {
+		t.Errorf("mask %#x after the writer went and a new write, want no IN_MODIFY", m)
 	}
 }

@@ -248,8 +248,8 @@ func printOverlays(st *cachefs.Stats) {
 	}
 	fmt.Println()
 	for _, o := range st.Overlays {
-		fmt.Printf("  overlay /%s: %d passes, %d ops, %d bytes written back, %d retries, %d failures, %d conflicts\n",
-			o.Path, o.Passes, o.Ops, o.Bytes, o.Retries, o.Failures, o.Conflicts)
+		fmt.Printf("  overlay /%s: %d passes, %d ops, %d bytes written back, %d retries, %d failures, %d conflicts; %d directories went quiet\n",
+			o.Path, o.Passes, o.Ops, o.Bytes, o.Retries, o.Failures, o.Conflicts, o.Quieted)
 	}
 }
 

@@ -1,0 +1,152 @@
+package overlay
+
+import "golang.org/x/sys/unix"
+
+// Quiet directories. IN_MODIFY comes at the end of every write(2), and
+// the kernel builds each one (merging it into the same event left
+// unread) in the writer's time: about 1 us a write here, most of what
+// the engine added to a dd of 1 KiB writes (docs/overlay.md, dd). So a
+// directory's watch loses IN_MODIFY at the first one it raises (the
+// directory goes quiet) and gets it back when the directory is next
+// scanned: at the start of every pass (wake), which then rescans it,
+// and when a pass scans it anyway (watcher.add).
+//
+// Why nothing is missed. A write sets the file's mtime as it starts,
+// and the engine reads a file's data only after its scan compared the
+// times: a write that ended before the read is in the data sent, one
+// that started after the scan gives the next scan other times. What is
+// left is a write in progress during the read; with IN_MODIFY on, its
+// end raises the event that sends the file again. Reads happen only
+// with IN_MODIFY on: every directory a pass scans is watched again
+// before its entries are read, and events, which quiet directories,
+// are read only between passes and by the pass's settling, which
+// rescans their directories. The directory must then stay awake until
+// such a write ends. So the engine notes, for each file it read,
+// whether it was open for writing as it was read (a read lease refused,
+// hasWriter: a file nobody had open for writing had no write in
+// progress), and a directory holding a file so noted does not go quiet
+// until a pass reads that file again with no writer. Those files'
+// records get no ctime too, so that the first pass after a restart
+// (which judges data by ctime) sends them again if the daemon stopped
+// before their write's event was seen. Files written while their
+// directory was quiet have times the waking rescan finds changed, and
+// the files named by the events were marked modified when they came.
+//
+// So quiet pays where it matters, a burst of writes between two passes
+// (a dd, an untar's files, a build's outputs), and a file kept open
+// for writing across passes (a log) raises its events as before.
+//
+// While directories are quiet the engine gathers changes for MaxGather,
+// not until they pause (their writers raise no events to pause), and a
+// pass that leaves work (a quiet or dirty directory) is followed by
+// another within MaxGather: a file written for a long time is sent about
+// once a MaxGather, as with IN_MODIFY on.
+
+// quietMask is the mask of a quiet directory's watch.
+const quietMask = watchMask &^ unix.IN_MODIFY
+
+// maxQuiet bounds the quiet directories (each holds a descriptor).
+const maxQuiet = 64
+
+// quiet takes IN_MODIFY from d's watch; its descriptor is kept, to give
+// it back through.
+func (w *watcher) quiet(d *wdir) {
+	if _, ok := w.quiets[d]; ok || len(w.quiets) >= maxQuiet || len(w.written[d]) > 0 {
+		return
+	}
+	rel, ok := d.path(w.root)
+	if !ok {
+		return
+	}
+	fd, err := openDir(w.upper, rel)
+	if err != nil {
+		return
+	}
+	wd, err := unix.InotifyAddWatch(w.fd, fdPath(fd, ""), quietMask)
+	switch {
+	case err != nil:
+		unix.Close(fd)
+	case int32(wd) != d.wd: // another directory is at d's path now
+		w.undo(fd, int32(wd))
+		unix.Close(fd)
+	default:
+		w.quiets[d] = fd
+		w.quieted++
+	}
+}
+
+// undo gives back its mask to the watch wd that quiet changed by
+// mistake, or removes it if quiet made it.
+func (w *watcher) undo(fd int, wd int32) {
+	if d := w.byWd[wd]; d == nil {
+		unix.InotifyRmWatch(w.fd, uint32(wd))
+	} else if _, ok := w.quiets[d]; !ok {
+		unix.InotifyAddWatch(w.fd, fdPath(fd, ""), watchMask)
+	}
+}
+
+// wake gives every quiet directory its IN_MODIFY back.
+func (w *watcher) wake() {
+	for d := range w.quiets {
+		w.unquiet(d, true)
+	}
+}
+
+// unquiet ends d's quiet, and marks it dirty; restore: give its watch
+// IN_MODIFY back (false: the caller just did).
+func (w *watcher) unquiet(d *wdir, restore bool) {
+	fd, ok := w.quiets[d]
+	if !ok {
+		return
+	}
+	delete(w.quiets, d)
+	if restore {
+		if wd, err := unix.InotifyAddWatch(w.fd, fdPath(fd, ""), watchMask); err == nil && int32(wd) != d.wd && w.byWd[int32(wd)] == nil {
+			unix.InotifyRmWatch(w.fd, uint32(wd)) // d's watch went: its IN_IGNORED is queued
+		}
+	}
+	unix.Close(fd)
+	w.dirty[d] = true
+}
+
+// read notes that the file at rel was read, and whether it was open for
+// writing then.
+func (w *watcher) readFile(rel string, written bool) {
+	dir, name := splitPath(rel)
+	d := w.find(dir)
+	if d == nil {
+		return
+	}
+	if !written {
+		delete(w.written[d], name)
+		return
+	}
+	if w.written[d] == nil {
+		w.written[d] = map[string]bool{}
+	}
+	w.written[d][name] = true
+}
+
+// pending reports whether directories are quiet or dirty.
+func (w *watcher) pending() bool { return len(w.quiets) > 0 || len(w.dirty) > 0 }
+
+// fileRead is a file whose data a pass read.
+type fileRead struct {
+	path    string
+	written bool // open for writing as it was read
+}
+
+// noteReads notes the files a pass read; a record of one read while
+// open for writing loses its ctime.
+func (e *Engine) noteReads(reads []fileRead) {
+	for _, r := range reads {
+		if e.w != nil {
+			e.w.readFile(r.path, r.written)
+		}
+		if n := e.st.find(r.path); r.written && n != nil && n.rec.Kind == kFile && n.rec.Ctime != 0 {
+			rec := n.rec
+			rec.Ctime = 0
+			e.st.set(r.path, rec)
+		}
+	}
+}
