@@ -195,6 +195,39 @@ func (c *metaCache) lookup(epoch, dir uint64, name string) (dentry, bool) {
 	return dentry{}, false
 }
 
+// entry answers a lookup in full from the cache, under one lock: the
+// name's dentry and, for a positive one, its node's attributes. It
+// counts what lookup and attr would count for the same answer; when not
+// ok (the name or the attributes are not fresh) it counts nothing, and
+// the caller asks lookup and attr.
+func (c *metaCache) entry(epoch, dir uint64, name string) (dentry, upstream.Attr, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.syncLocked(epoch)
+	now := c.now()
+	d, ok := c.dirs.get(dir)
+	if !ok {
+		return dentry{}, upstream.Attr{}, false
+	}
+	de, found := d.names[name]
+	switch {
+	case !found && d.complete && now.Before(d.expires):
+		c.stats.Hits++
+		return dentry{}, upstream.Attr{}, true
+	case !found || !now.Before(de.expires):
+		return dentry{}, upstream.Attr{}, false
+	case de.node == nil:
+		c.stats.Hits++
+		return de, upstream.Attr{}, true
+	}
+	e, ok := c.attrs.get(de.node.up)
+	if !ok || !now.Before(e.expires) {
+		return dentry{}, upstream.Attr{}, false
+	}
+	c.stats.Hits += 2
+	return de, e.attr, true
+}
+
 // peekName returns the node cached as name in dir, if any, fresh or not.
 func (c *metaCache) peekName(epoch, dir uint64, name string) *node {
 	c.mu.Lock()

@@ -99,6 +99,7 @@ func (fs *FS) own(dir *node) error {
 		dir.local = &local{attr: dattr}
 	}
 	dir.local.dropListing(fs.unpin)
+	w.owning.Store(true)
 	dir.local.children = map[string]*node{}
 	for i, name := range names {
 		dir.local.children[name] = nodes[i]
@@ -174,6 +175,9 @@ func localIno(n *node) uint64 { return 1<<62 | n.id }
 // directory is not owned: the caller asks as usual.
 func (fs *FS) dLookup(parent *node, name string, out *fuse.EntryOut) (fuse.Status, bool) {
 	w := fs.wb
+	if !w.owning.Load() {
+		return fuse.OK, false
+	}
 	w.mu.Lock()
 	if parent.local == nil || parent.local.children == nil {
 		w.mu.Unlock()
@@ -276,6 +280,7 @@ func (fs *FS) dCreate(parent *node, name string, mode uint32, target string, c u
 	op := upstream.WBOp{Path: p, Mode: mode, Uid: c.Uid, Gid: c.Gid, Target: target}
 	switch mode & sIFMT {
 	case sIFDIR:
+		fs.wb.owning.Store(true)
 		l.children, l.attr.Nlink, l.attr.Size, op.Kind = map[string]*node{}, 2, 4096, upstream.WBMkdir
 	case sIFLNK:
 		l.attr.Size, op.Kind = uint64(len(target)), upstream.WBSymlink

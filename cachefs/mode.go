@@ -11,8 +11,8 @@ import (
 // modeOf returns the consistency mode of n's subtree, cached on the node
 // until the policy or the tree's names change.
 func (fs *FS) modeOf(n *node) consistency.Mode {
-	gen := fs.policy.Generation()<<32 | fs.nodes.renames()
 	fs.nodes.mu.Lock()
+	gen := fs.policy.Generation()<<32 | fs.nodes.moves
 	if n.modeGen == gen+1 {
 		m := consistency.Mode(n.cmode)
 		fs.nodes.mu.Unlock()

@@ -29,6 +29,9 @@ type node struct {
 	noCaps bool
 	// locks: advisory locks were taken on the node through some handle.
 	locks bool
+	// named: byName holds the node under its parent and name. dropped:
+	// the node may not be in byID (it was removed once).
+	named, dropped bool
 
 	// mode cache: the subtree's mode as of policy generation modeGen.
 	modeGen uint64
@@ -62,12 +65,6 @@ type nodeTable struct {
 	// dropRefs takes host references no node holds any more, for
 	// forgetting upstream; called under mu, so it must not call back.
 	dropRefs func(up, epoch, refs uint64) // immutable once set
-}
-
-func (t *nodeTable) renames() uint64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.moves
 }
 
 const rootID = 1 // FUSE_ROOT_ID
@@ -148,11 +145,13 @@ func (t *nodeTable) addRefs(parent *node, name string, up, epoch uint64, a *upst
 func (t *nodeTable) kernelRef(n, parent *node, name string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.byID[n.id] != n { // cannot happen while the cache pins n
-		t.byID[n.id] = n
+	if n.dropped { // cannot happen while the cache pins n
+		t.byID[n.id], n.dropped = n, false
 	}
 	n.lookups++
-	t.setWhereLocked(n, parent, name)
+	if !n.named || n.parent != parent || n.name != name {
+		t.setWhereLocked(n, parent, name)
+	}
 }
 
 // pin records one more cached name holding n.
@@ -174,12 +173,17 @@ func (t *nodeTable) unpin(n *node) (up, epoch, refs uint64) {
 
 // setWhereLocked records that n is name in parent (nil parent: nowhere).
 func (t *nodeTable) setWhereLocked(n, parent *node, name string) {
-	if old := (nameKey{n.parent, n.name}); n.parent != nil && t.byName[old] == n {
-		delete(t.byName, old)
+	if n.named {
+		delete(t.byName, nameKey{n.parent, n.name})
+		n.named = false
 	}
 	n.parent, n.name = parent, name
 	if parent != nil {
-		t.byName[nameKey{parent, name}] = n
+		k := nameKey{parent, name}
+		if o := t.byName[k]; o != nil {
+			o.named = false
+		}
+		t.byName[k], n.named = n, true
 	}
 }
 
@@ -220,6 +224,7 @@ func (t *nodeTable) dropLocked(n *node) (up, epoch, refs uint64) {
 		return 0, 0, 0
 	}
 	delete(t.byID, n.id)
+	n.dropped = true
 	if t.byUp[upKey{n.epoch, n.up}] == n {
 		delete(t.byUp, upKey{n.epoch, n.up})
 	}

@@ -12,7 +12,6 @@ import (
 // Operations on names and attributes.
 
 func (fs *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
-	ctx := callerCtx(cancel, h)
 	if fs.actuating(h) {
 		if st := fs.actLookup(h, name, out); st != fuse.ENOSYS {
 			return st
@@ -21,11 +20,17 @@ func (fs *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out 
 	if st, ok := fs.keptLookup(h, name, out); ok {
 		return st
 	}
-	if parent := fs.nodes.get(h.NodeId); parent != nil && fs.wb != nil {
-		if st, ok := fs.dLookup(parent, name, out); ok {
-			return st
+	if parent := fs.nodes.get(h.NodeId); parent != nil {
+		if fs.wb != nil {
+			if st, ok := fs.dLookup(parent, name, out); ok {
+				return st
+			}
+		}
+		if fs.cachedLookup(parent, name, out) {
+			return fuse.OK
 		}
 	}
+	ctx := callerCtx(cancel, h)
 	return fs.call(func(epoch uint64) error {
 		parent, pup, err := fs.nodeUp(ctx, h.NodeId, epoch)
 		if err != nil {
@@ -41,6 +46,29 @@ func (fs *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out 
 		}
 		return fs.lookupCached(ctx, parent, pup, name, epoch, out)
 	})
+}
+
+// cachedLookup answers a lookup that the metadata cache holds in full
+// (the name, and a positive entry's attributes), with no host call and
+// no allocation: a cached subtree's common case. false: nothing was
+// done or counted, and the caller asks through lookupCached.
+func (fs *FS) cachedLookup(parent *node, name string, out *fuse.EntryOut) bool {
+	epoch := fs.up.Epoch()
+	pup, ok := fs.nodes.upOf(parent, epoch)
+	if !ok || !fs.mayCacheMeta(parent) {
+		return false
+	}
+	de, a, ok := fs.cache.entry(epoch, pup, name)
+	if !ok {
+		return false
+	}
+	if de.node == nil {
+		fs.negativeEntry(parent, out)
+		return true
+	}
+	fs.nodes.kernelRef(de.node, parent, name)
+	fs.fillEntry(out, de.node, &a)
+	return true
 }
 
 // lookupCached answers a lookup from the metadata cache, or asks the host

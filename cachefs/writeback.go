@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -78,6 +79,10 @@ type writeback struct {
 	dir string          // immutable: the state directory
 	fds *stagingFDs     // immutable: descriptors of staging files
 	lim WritebackLimits // immutable
+
+	// owning: some directory was owned (had local children) since the
+	// start; until then no lookup needs mu. Never cleared.
+	owning atomic.Bool
 
 	mu       sync.Mutex // protects the following and every node.local
 	cond     *sync.Cond

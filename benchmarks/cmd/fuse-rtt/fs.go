@@ -20,7 +20,11 @@ const (
 	rttFileID   = 2
 )
 
+// GetAttr's answers may be kept, as cachefs's cached mode's: with
+// -default-permissions the kernel checks the root's attributes at each
+// path walk, and would ask again each time.
 func (rttFS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
+	out.SetTimeout(time.Hour)
 	return attr(in.NodeId, &out.Attr)
 }
 

@@ -51,20 +51,21 @@ func main() {
 	n := flag.Int("n", 20000, "requests to time")
 	op := flag.String("op", "getxattr", "request: getxattr, getattr, lookup, relookup or read")
 	dir := flag.String("dir", "", "time this directory of an existing mount instead of mounting one")
+	perm := flag.Bool("default-permissions", false, "own mount: let the kernel check permissions (default_permissions), as cachefs's mounts do")
 	flag.Parse()
 	call, ok := ops[*op]
 	if !ok {
 		log.Fatalf("-op %q: want getxattr, getattr, lookup, relookup or read", *op)
 	}
-	if err := run(*dir, *useRing, *op, call, *n); err != nil {
+	if err := run(*dir, *useRing, *perm, *op, call, *n); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(dir string, useRing bool, op string, call opFunc, n int) error {
+func run(dir string, useRing, perm bool, op string, call opFunc, n int) error {
 	what, own := "the mount of "+dir, dir == ""
 	if own {
-		d, srv, err := mountOwn(useRing)
+		d, srv, err := mountOwn(useRing, perm)
 		if err != nil {
 			return err
 		}
@@ -89,13 +90,16 @@ func transport(useRing bool) string {
 }
 
 // mountOwn mounts an rttFS on a new directory, over the rings with
-// useRing.
-func mountOwn(useRing bool) (string, *fuse.Server, error) {
+// useRing, with default_permissions with perm.
+func mountOwn(useRing, perm bool) (string, *fuse.Server, error) {
 	dir, err := os.MkdirTemp("", "fuse-rtt")
 	if err != nil {
 		return "", nil, err
 	}
 	opts := &fuse.MountOptions{DirectMount: true, FsName: "fuse-rtt", Name: "fuse-rtt"}
+	if perm {
+		opts.Options = []string{"default_permissions"}
+	}
 	srv, err := fuseuring.Mount(rttFS{fuse.NewDefaultRawFileSystem()}, dir, opts, useRing, fuseuring.Options{Logf: log.Printf})
 	if err != nil {
 		os.Remove(dir)
