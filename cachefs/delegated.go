@@ -235,6 +235,9 @@ func (fs *FS) dCreate(parent *node, name string, mode uint32, target string, c u
 	if len(name) > 255 {
 		return nil, fuse.Status(syscall.ENAMETOOLONG)
 	}
+	if upstream.Parked(name) {
+		return nil, fuse.Status(syscall.EPERM) // the host's own name: it would be hidden there
+	}
 	if err := fs.own(parent); err != nil {
 		return nil, fs.status(err)
 	}
@@ -389,6 +392,9 @@ func (fs *FS) dRemove(parent *node, name string, dir bool) fuse.Status {
 func (fs *FS) dRename(parent *node, name string, newParent *node, newName string, flags uint32) fuse.Status {
 	if flags&upstream.RenameExchange != 0 {
 		return fuse.ENOSYS
+	}
+	if upstream.Parked(newName) {
+		return fuse.Status(syscall.EPERM) // as dCreate
 	}
 	fs.localizeChild(newParent, newName)
 	if err := fs.own(newParent); err != nil {

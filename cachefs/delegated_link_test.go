@@ -1,9 +1,11 @@
 package cachefs_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -85,4 +87,37 @@ func wantFile(t *testing.T, p, data string, perm os.FileMode) {
 	if st, err := os.Lstat(p); err != nil || st.Mode().Perm() != perm {
 		t.Errorf("mode of %s: got %v (%v), want %v", p, st.Mode().Perm(), err, perm)
 	}
+}
+
+// TestDelegatedParkNameRefused: a FUSE delegated subtree refuses to
+// make a name the write-back parks objects at (upstream.ParkPrefix),
+// as the host and the overlay do: the host hides such names, so a file
+// made under one in the guest would vanish there once written back.
+func TestDelegatedParkNameRefused(t *testing.T) {
+	export := t.TempDir()
+	env := startDelegated(t, export, t.TempDir())
+	park := filepath.Join(env.Mountpoint, ".cachefs-move-9")
+	if err := os.WriteFile(park, []byte("x"), 0o644); !errors.Is(err, syscall.EPERM) {
+		t.Errorf("create %s: %v, want EPERM", park, err)
+	}
+	if err := os.Mkdir(park, 0o755); !errors.Is(err, syscall.EPERM) {
+		t.Errorf("mkdir %s: %v, want EPERM", park, err)
+	}
+	if err := os.Symlink("t", park); !errors.Is(err, syscall.EPERM) {
+		t.Errorf("symlink %s: %v, want EPERM", park, err)
+	}
+	f := filepath.Join(env.Mountpoint, "f")
+	if err := os.WriteFile(f, []byte("data"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(f, park); !errors.Is(err, syscall.EPERM) {
+		t.Errorf("rename to %s: %v, want EPERM", park, err)
+	}
+	if err := os.Link(f, park); !errors.Is(err, syscall.EPERM) {
+		t.Errorf("link to %s: %v, want EPERM", park, err)
+	}
+	if failed := env.FS.WriteBack(); len(failed) > 0 {
+		t.Fatalf("write-back failures: %+v", failed)
+	}
+	wantFile(t, filepath.Join(export, "f"), "data", 0o644)
 }

@@ -141,8 +141,6 @@ func (t *nodeTable) len() int {
 	return len(t.byID)
 }
 
-// validName rejects names that are not a single component of the
-// directory they are looked up in.
 // ParkPrefix begins the names at which a write-back parks an object
 // between two of its passes (package overlay). They are the write-back's
 // own: the server leaves them out of every listing, a lookup does not
@@ -153,6 +151,8 @@ const ParkPrefix = ".cachefs-move-"
 // Parked reports whether name is a park name (ParkPrefix).
 func Parked(name string) bool { return strings.HasPrefix(name, ParkPrefix) }
 
+// validName rejects names that are not a single component of the
+// directory they are looked up in.
 func validName(name string) error {
 	if len(name) > 255 {
 		return syscall.ENAMETOOLONG
