@@ -13,6 +13,7 @@ func (e *Engine) pass(full, blind bool) sendOut {
 	var ch changes
 	if e.w != nil {
 		e.w.wake()
+		e.w.reprobe()
 		ch = e.w.take()
 	}
 	full = full || ch.full

@@ -25,7 +25,10 @@ import "golang.org/x/sys/unix"
 // whether it was open for writing as it was read (a read lease refused,
 // hasWriter: a file nobody had open for writing had no write in
 // progress), and a directory holding a file so noted does not go quiet
-// until a pass reads that file again with no writer. Those files'
+// until a pass reads that file again with no writer, or finds nobody
+// writing it after it was closed (reprobe: every write in progress at
+// the read has ended by then, with the directory awake); a rename takes
+// the mark along and wakes the directory it lands in. Those files'
 // records get no ctime too, so that the first pass after a restart
 // (which judges data by ctime) sends them again if the daemon stopped
 // before their write's event was seen. Files written while their
@@ -109,8 +112,8 @@ func (w *watcher) unquiet(d *wdir, restore bool) {
 	w.dirty[d] = true
 }
 
-// read notes that the file at rel was read, and whether it was open for
-// writing then.
+// readFile notes that the file at rel was read, and whether it was open
+// for writing then.
 func (w *watcher) readFile(rel string, written bool) {
 	dir, name := splitPath(rel)
 	d := w.find(dir)
@@ -121,10 +124,70 @@ func (w *watcher) readFile(rel string, written bool) {
 		delete(w.written[d], name)
 		return
 	}
+	w.markWritten(d, name)
+}
+
+func (w *watcher) markWritten(d *wdir, name string) {
 	if w.written[d] == nil {
 		w.written[d] = map[string]bool{}
 	}
 	w.written[d][name] = true
+}
+
+// writtenEvent keeps the marks of files read while open for writing
+// with their files: one renamed carries its mark to its new directory,
+// which wakes (a write in progress there must raise its event); one
+// closed after writing is asked again by the next pass (reprobe).
+func (w *watcher) writtenEvent(d *wdir, mask, cookie uint32, name string) {
+	switch {
+	case mask&unix.IN_ISDIR != 0 || name == "":
+	case mask&unix.IN_MOVED_FROM != 0 && w.written[d][name]:
+		delete(w.written[d], name)
+		w.movedWritten[cookie] = true
+	case mask&unix.IN_MOVED_TO != 0 && w.movedWritten[cookie]:
+		delete(w.movedWritten, cookie)
+		w.unquiet(d, true)
+		w.markWritten(d, name)
+	case mask&unix.IN_CLOSE_WRITE != 0 && w.written[d][name]:
+		w.closed[d] = append(w.closed[d], name)
+	}
+}
+
+// reprobe drops the marks of the files closed after writing that nobody
+// has open for writing now: every write in progress when they were read
+// has ended (a write holds its file open), while their directory was
+// awake, so its event came.
+func (w *watcher) reprobe() {
+	for d, names := range w.closed {
+		rel, ok := d.path(w.root)
+		for _, name := range names {
+			if !ok || !w.written[d][name] || !stillWritten(w.upper, child(rel, name)) {
+				delete(w.written[d], name)
+			}
+		}
+	}
+	clear(w.closed)
+	clear(w.movedWritten)
+}
+
+// stillWritten reports whether the regular file at upper path rel is
+// open for writing.
+func stillWritten(upper, rel string) bool {
+	dfd, name, err := openParent(upper, rel)
+	if err != nil {
+		return false
+	}
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	unix.Close(dfd)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return false
+	}
+	return hasWriter(fd)
 }
 
 // pending reports whether directories are quiet or dirty.

@@ -45,8 +45,12 @@ type watcher struct {
 	quiets   map[*wdir]int // directories whose watch has no IN_MODIFY (quiet.go): their fds
 	quieted  uint64        // directories made quiet, in all
 	// written: per directory, files read by a pass while open for
-	// writing, which keep it from going quiet (quiet.go)
-	written map[*wdir]map[string]bool
+	// writing, which keep it from going quiet (quiet.go); closed: those
+	// of them closed after writing since, to ask again; movedWritten:
+	// cookies of their renames
+	written      map[*wdir]map[string]bool
+	closed       map[*wdir][]string
+	movedWritten map[uint32]bool
 }
 
 func newWatcher(upper string) (*watcher, error) {
@@ -55,7 +59,8 @@ func newWatcher(upper string) (*watcher, error) {
 		return nil, err
 	}
 	w := &watcher{fd: fd, upper: upper, byWd: map[int32]*wdir{}, moves: map[uint32]*wdir{},
-		dirty: map[*wdir]bool{}, modified: map[*wdir]map[string]bool{}, quiets: map[*wdir]int{}, written: map[*wdir]map[string]bool{}, buf: make([]byte, 64<<10)}
+		dirty: map[*wdir]bool{}, modified: map[*wdir]map[string]bool{}, quiets: map[*wdir]int{}, written: map[*wdir]map[string]bool{},
+		closed: map[*wdir][]string{}, movedWritten: map[uint32]bool{}, buf: make([]byte, 64<<10)}
 	root, err := openDir(upper, "")
 	if err == nil {
 		err = w.add(root, "")
@@ -206,6 +211,7 @@ func (w *watcher) event(wd int32, mask, cookie uint32, name string) {
 			w.place(c, d, name)
 		}
 	}
+	w.writtenEvent(d, mask, cookie, name)
 	if mask&unix.IN_MODIFY != 0 && name != "" {
 		w.modify(d, name)
 		w.quiet(d)
@@ -231,6 +237,7 @@ func (w *watcher) forget(d *wdir) {
 		delete(w.quiets, d)
 	}
 	delete(w.written, d)
+	delete(w.closed, d)
 	w.detach(d)
 	delete(w.byWd, d.wd)
 	delete(w.dirty, d)

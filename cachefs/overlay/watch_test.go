@@ -286,3 +286,70 @@ func TestQuietWaitsForWriter(t *testing.T) {
 		t.Errorf("mask %#x after the writer went and a new write, want no IN_MODIFY", m)
 	}
 }
+
+// readWithWriter writes rel through a descriptor it keeps open and has
+// a pass read it, which marks it as read while open for writing.
+func readWithWriter(t *testing.T, f *fixture, e *Engine, rel string) *os.File {
+	t.Helper()
+	fd, err := os.OpenFile(filepath.Join(f.upper, rel), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fd.Close() })
+	fd.WriteAt([]byte("bbbb"), 0)
+	e.w.read()
+	e.pass(false, false)
+	dir, name := splitPath(rel)
+	if !e.w.written[e.w.find(dir)][name] {
+		t.Fatalf("%s not marked as read while open for writing", rel)
+	}
+	return fd
+}
+
+// TestQuietAfterWriterCloses: a file read while open for writing stops
+// keeping its directory awake once its writer closed it, with no write
+// after: the next pass asks again and finds no writer.
+func TestQuietAfterWriterCloses(t *testing.T) {
+	f := newFixture(t)
+	os.MkdirAll(filepath.Join(f.upper, "d"), 0o755)
+	f.upperFile("d/f", "aaaa")
+	e := passEngine(t, f)
+	fd := readWithWriter(t, f, e, "d/f")
+	fd.Close()
+	e.w.read()
+	e.pass(false, false)
+	if m := e.w.written[e.w.find("d")]; len(m) != 0 {
+		t.Errorf("written %v after its writer closed it, want none", m)
+	}
+	os.WriteFile(filepath.Join(f.upper, "d/g"), []byte("g"), 0o644)
+	e.w.read()
+	if m := watchMaskOf(t, e, "d"); m&unix.IN_MODIFY != 0 {
+		t.Errorf("mask %#x after a write, want d quiet", m)
+	}
+}
+
+// TestQuietWrittenMoved: a file read while open for writing and renamed
+// into a quiet directory wakes it and keeps it awake.
+func TestQuietWrittenMoved(t *testing.T) {
+	f := newFixture(t)
+	os.MkdirAll(filepath.Join(f.upper, "d"), 0o755)
+	os.MkdirAll(filepath.Join(f.upper, "d2"), 0o755)
+	f.upperFile("d/f", "aaaa")
+	e := passEngine(t, f)
+	readWithWriter(t, f, e, "d/f")
+	os.WriteFile(filepath.Join(f.upper, "d2/h"), []byte("h"), 0o644)
+	e.w.read()
+	if m := watchMaskOf(t, e, "d2"); m&unix.IN_MODIFY != 0 {
+		t.Fatalf("mask %#x after a write, want d2 quiet", m)
+	}
+	if err := os.Rename(filepath.Join(f.upper, "d/f"), filepath.Join(f.upper, "d2/f")); err != nil {
+		t.Fatal(err)
+	}
+	e.w.read()
+	if m := watchMaskOf(t, e, "d2"); m&unix.IN_MODIFY == 0 {
+		t.Errorf("mask %#x of d2 with a written file moved in, want IN_MODIFY", m)
+	}
+	if !e.w.written[e.w.find("d2")]["f"] || e.w.written[e.w.find("d")]["f"] {
+		t.Errorf("written marks d %v, d2 %v: want f's moved to d2", e.w.written[e.w.find("d")], e.w.written[e.w.find("d2")])
+	}
+}
