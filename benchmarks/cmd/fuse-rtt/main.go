@@ -18,7 +18,7 @@
 //	getxattr  getxattr(DIR, "user.fuse-rtt"), a name it lacks
 //	getattr   statx(DIR, AT_STATX_FORCE_SYNC): a GETATTR
 //	lookup    lstat of a missing name never looked up before: a LOOKUP
-//	relookup  lstat of each name of DIR, after dropping the kernel's
+//	relookup  fstatat of each name in DIR, after dropping the kernel's
 //	          dentries (echo 2 > /proc/sys/vm/drop_caches): a LOOKUP of
 //	          a name the file system knows (on its own mount, new names
 //	          it answers for)

@@ -76,28 +76,34 @@ func (lookupCall) close() {}
 // kernel does not know: on an rttFS, new names it answers for (see
 // rttFS.Lookup); elsewhere the names of DIR, after the kernel dropped
 // its dentries (drop_caches; root), which cachefs answers from the
-// listing it cached.
+// listing it cached. Each is an fstatat of the name in DIR open, so
+// that the path walked is one component on either mount.
 type relookupCall struct {
 	dir   string
+	fd    int      // DIR, opened after the dentries were dropped
 	names []string // nil: an rttFS's names
 }
 
 func newRelookupCall(dir string, own bool) (caller, error) {
-	if own {
-		return &relookupCall{dir: dir}, nil
+	c := &relookupCall{dir: dir}
+	if !own {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range ents {
+			c.names = append(c.names, e.Name())
+		}
+		if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("2"), 0); err != nil {
+			return nil, fmt.Errorf("dropping the kernel's dentries: %w", err)
+		}
+		time.Sleep(2 * time.Second) // the FORGETs of the dropped inodes reach the daemon
 	}
-	ents, err := os.ReadDir(dir)
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
-	c := &relookupCall{dir: dir}
-	for _, e := range ents {
-		c.names = append(c.names, e.Name())
-	}
-	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("2"), 0); err != nil {
-		return nil, fmt.Errorf("dropping the kernel's dentries: %w", err)
-	}
-	time.Sleep(2 * time.Second) // the FORGETs of the dropped inodes reach the daemon
+	c.fd = fd
 	return c, nil
 }
 
@@ -110,13 +116,13 @@ func (c *relookupCall) do(i int) error {
 		name = c.names[i]
 	}
 	var st unix.Stat_t
-	if err := unix.Lstat(filepath.Join(c.dir, name), &st); err != nil {
-		return fmt.Errorf("lstat: %w", err)
+	if err := unix.Fstatat(c.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fmt.Errorf("fstatat %s: %w", filepath.Join(c.dir, name), err)
 	}
 	return nil
 }
 
-func (*relookupCall) close() {}
+func (c *relookupCall) close() { unix.Close(c.fd) }
 
 // readCall reads rttFileSize bytes of DIR/rtt-file at offset 0, its
 // pages dropped first so that each read is a READ.
