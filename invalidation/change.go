@@ -85,7 +85,8 @@ type HubOptions struct {
 	// be read, and filtered or reported, one by one wherever they lie on
 	// a marked filesystem, such as the guest's state directory when host
 	// and guest run in one process (cachefsd local). Renames there are
-	// still reported, and so is everything in directories made later.
+	// still reported, and so are the makings of directories, which then
+	// get an ignore mark of their own (with what is under them).
 	// Inotify watches only the watched trees: nil to ignore.
 	Unwatched []string
 }
@@ -104,4 +105,7 @@ type Stats struct {
 	Overflows uint64
 	Restarts  uint64 // fanotify groups reopened after a read error
 	Resolved  uint64 // directory handles resolved to paths (cache misses)
+	// UnwatchedDirs counts directories made or moved into an unwatched
+	// tree that were given an ignore mark then.
+	UnwatchedDirs uint64
 }

@@ -30,10 +30,16 @@ const (
 )
 
 // fanIgnore is what the ignore mark of an unwatched directory
-// (HubOptions.Unwatched) ignores: the events of its entries, but not
-// renames, which name another directory too.
+// (HubOptions.Unwatched) ignores: the events of its entries that are
+// not directories (without FAN_ONDIR, FAN_MARK_IGNORE leaves the
+// events of directories alone), and not renames, which name another
+// directory too. So a directory made in an unwatched tree is reported,
+// and gets an ignore mark of its own (unwatchedDir): the upper
+// directories of a guest's overlays, in `cachefsd local`, are made after
+// the group marked the state directory, and an untar into one makes
+// thousands more.
 const fanIgnore = unix.FAN_CREATE | unix.FAN_DELETE | unix.FAN_MODIFY | unix.FAN_ATTRIB |
-	unix.FAN_CLOSE_WRITE | unix.FAN_ONDIR | unix.FAN_EVENT_ON_CHILD
+	unix.FAN_CLOSE_WRITE | unix.FAN_EVENT_ON_CHILD
 
 // fanDirCache bounds the directory handle → path resolutions kept.
 const fanDirCache = 8192
@@ -45,7 +51,7 @@ const fanDirCache = 8192
 type fanGroup struct {
 	c         *counters // immutable
 	pid       int32     // immutable: our pid, whose own FAN_CLOSE_WRITE means nothing
-	unwatched []string  // immutable: HubOptions.Unwatched
+	unwatched []string  // immutable: HubOptions.Unwatched, symlinks resolved
 
 	mu       sync.Mutex   // protects the following
 	f        *os.File     // the group's fd (non-blocking); restart replaces it
@@ -85,7 +91,7 @@ func newFanGroup(mountFD int, unwatched []string, c *counters) (*fanGroup, error
 	if err != nil {
 		return nil, fmt.Errorf("fanotify_init: %w", err)
 	}
-	g := &fanGroup{c: c, pid: int32(os.Getpid()), unwatched: unwatched, f: os.NewFile(uintptr(fd), "fanotify"), fd: fd,
+	g := &fanGroup{c: c, pid: int32(os.Getpid()), unwatched: realPaths(unwatched), f: os.NewFile(uintptr(fd), "fanotify"), fd: fd,
 		mounts: map[fsid]int{}, marks: map[fsid]int{}, roots: map[dirID]*fanRoot{},
 		watchers: map[*fanWatcher]bool{}}
 	g.dirs, _ = simplelru.NewLRU[string, fanDir](fanDirCache, nil)
@@ -225,16 +231,39 @@ func (g *fanGroup) markLocked(fs fsid, rootFD int) error {
 	return nil
 }
 
-// ignoreUnwatched gives each directory now in the unwatched trees an
+// realPaths returns paths with their symlinks resolved, where they
+// resolve.
+func realPaths(paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = p
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			out[i] = real
+		}
+	}
+	return out
+}
+
+// unwatchedDir gives directory p an ignore mark, with everything under
+// it, if it lies in an unwatched tree: it was made or moved there after
+// the tree was marked.
+func (g *fanGroup) unwatchedDir(p string) {
+	for _, tree := range g.unwatched {
+		if within(p, tree) {
+			ignoreUnwatched(g.fd, []string{p})
+			g.c.unwatchedDirs.Add(1)
+			return
+		}
+	}
+}
+
+// ignoreUnwatched gives each directory now in the trees (real paths) an
 // ignore mark in group fd (again: marks add up). A directory it cannot
 // mark (gone, or a kernel before 6.0 without FAN_MARK_IGNORE) is
 // reported as any other.
 func ignoreUnwatched(fd int, trees []string) {
 	const flags = unix.FAN_MARK_ADD | unix.FAN_MARK_IGNORE | unix.FAN_MARK_IGNORED_SURV_MODIFY | unix.FAN_MARK_DONT_FOLLOW
 	for _, tree := range trees {
-		if real, err := filepath.EvalSymlinks(tree); err == nil {
-			tree = real
-		}
 		filepath.WalkDir(tree, func(p string, d fs.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
 				unix.FanotifyMark(fd, flags, fanIgnore, unix.AT_FDCWD, p)

@@ -71,6 +71,9 @@ func (g *fanGroup) entry(ev *fanEvent) {
 		g.c.filtered.Add(1)
 		return
 	}
+	if ev.mask&(unix.FAN_CREATE|unix.FAN_ONDIR) == unix.FAN_CREATE|unix.FAN_ONDIR && ev.dir.name != "." {
+		g.unwatchedDir(d.path + "/" + ev.dir.name)
+	}
 	c := Change{DirDev: d.id.dev, DirIno: d.id.ino, Name: ev.dir.name, IsDir: ev.mask&unix.FAN_ONDIR != 0}
 	if c.Name == "." || c.Name == "" {
 		parent, ok := g.parentOf(&ev.dir)
@@ -108,6 +111,9 @@ func (g *fanGroup) rename(ev *fanEvent) {
 			g.moved(from.path + "/" + ev.old.name)
 		} else {
 			g.forget()
+		}
+		if okTo {
+			g.unwatchedDir(to.path + "/" + ev.new.name)
 		}
 	}
 	if len(mFrom)+len(mTo) == 0 {

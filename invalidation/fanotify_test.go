@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -313,5 +314,70 @@ func TestFanotifyUnwatched(t *testing.T) {
 	t.Logf("%d events read, %d filtered", st.Events, st.Filtered)
 	if st.Filtered != 0 {
 		t.Errorf("%d events filtered (outside the watched tree); want none from the unwatched tree", st.Filtered)
+	}
+}
+
+// TestFanotifyUnwatchedNewDirs: directories made in an unwatched tree
+// after it was marked, or moved into it, get ignore marks of their own:
+// the writes in them are not read (an overlay's upper directory is made
+// after the state directory was marked, and an untar into it makes
+// thousands more).
+func TestFanotifyUnwatchedNewDirs(t *testing.T) {
+	disk := t.TempDir()
+	if err := unix.Mount("tmpfs", disk, "tmpfs", 0, "size=4m"); err != nil {
+		t.Skipf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(disk, unix.MNT_DETACH) })
+	export, state := filepath.Join(disk, "export"), filepath.Join(disk, "state")
+	for _, d := range []string{export, state} {
+		if err := os.Mkdir(d, 0755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mfd, err := unix.Open(disk, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(mfd)
+	h, err := NewHub(HubOptions{Kind: Fanotify, MountFD: mfd, Unwatched: []string{state}})
+	if err != nil {
+		t.Skipf("no fanotify here: %v", err)
+	}
+	t.Cleanup(func() { h.Close() })
+	_, r := watchTrees(t, h, export)
+	marked := func(n uint64) {
+		t.Helper()
+		for i := 0; h.Stats().UnwatchedDirs < n; i++ {
+			if i == 500 {
+				t.Fatalf("%d new directories marked, want %d", h.Stats().UnwatchedDirs, n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	upper, deep := filepath.Join(state, "u"), filepath.Join(state, "u", "deep")
+	os.Mkdir(upper, 0755)
+	marked(1)
+	os.Mkdir(deep, 0755)
+	marked(2)
+	other := filepath.Join(disk, "other")
+	os.Mkdir(other, 0755)
+	moved := filepath.Join(upper, "moved")
+	if err := os.Rename(other, moved); err != nil {
+		t.Fatal(err)
+	}
+	marked(3)
+	before := h.Stats().Filtered
+	for _, dir := range []string{deep, moved} {
+		for i := range 20 {
+			p := filepath.Join(dir, strconv.Itoa(i))
+			os.WriteFile(p, []byte("upper"), 0600)
+			os.Chmod(p, 0644)
+			os.Remove(p)
+		}
+	}
+	os.WriteFile(filepath.Join(export, "marker"), nil, 0644)
+	r.wait(t, Create, "marker")
+	if n := h.Stats().Filtered - before; n != 0 {
+		t.Errorf("%d events read and filtered from the new directories, want none", n)
 	}
 }

@@ -27,6 +27,7 @@ type backend interface {
 type counters struct {
 	trees                                           atomic.Int64
 	events, filtered, overflows, restarts, resolved atomic.Uint64
+	unwatchedDirs                                   atomic.Uint64
 }
 
 // NewHub chooses the watching mechanism and, for fanotify, opens the
@@ -61,7 +62,7 @@ func (h *Hub) NewWatcher(emit func(Change)) (TreeWatcher, error) {
 func (h *Hub) Stats() Stats {
 	c := h.c
 	return Stats{Kind: h.kind, Fallback: h.fallback, Trees: c.trees.Load(), Events: c.events.Load(),
-		Filtered: c.filtered.Load(), Overflows: c.overflows.Load(), Restarts: c.restarts.Load(),
+		Filtered: c.filtered.Load(), Overflows: c.overflows.Load(), Restarts: c.restarts.Load(), UnwatchedDirs: c.unwatchedDirs.Load(),
 		Resolved: c.resolved.Load()}
 }
 
