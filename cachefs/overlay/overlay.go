@@ -42,6 +42,31 @@ const (
 type Overlay struct {
 	c   Config  // immutable
 	eng *Engine // immutable
+	mnt mountID // immutable: the overlay's mount at c.Target
+}
+
+// mountID names one mount: its id, which a later mount may take once it
+// is gone, and its device.
+type mountID struct {
+	id         uint64
+	major, min uint32
+}
+
+// mountAt returns the mount at path.
+func mountAt(path string) (mountID, error) {
+	var st unix.Statx_t
+	err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, &st)
+	return mountID{st.Mnt_id, st.Dev_major, st.Dev_minor}, err
+}
+
+// unmount unmounts the overlay (Unmount) if it is still the mount at
+// Target: an outside umount may have taken it away, and what is at
+// Target then is another mount, the one the overlay covered.
+func (o *Overlay) unmount() (detached bool, err error) {
+	if m, err := mountAt(o.c.Target); err != nil || m != o.mnt {
+		return false, nil
+	}
+	return Unmount(o.c.Target)
 }
 
 // Open mounts an overlay on a fresh Dir and starts its write-back.
@@ -53,12 +78,17 @@ func Open(c Config) (*Overlay, error) {
 	if err := Mount(Layers{Lower: c.Lower, Upper: upper, Work: work, Target: c.Target}); err != nil {
 		return nil, fmt.Errorf("mounting an overlay on %s: %w", c.Target, err)
 	}
+	mnt, err := mountAt(c.Target)
+	if err != nil {
+		unix.Unmount(c.Target, unix.MNT_DETACH)
+		return nil, err
+	}
 	eng, err := Start(c.options(true))
 	if err != nil {
 		unix.Unmount(c.Target, unix.MNT_DETACH)
 		return nil, err
 	}
-	return &Overlay{c: c, eng: eng}, nil
+	return &Overlay{c: c, eng: eng, mnt: mnt}, nil
 }
 
 // prepare makes Dir: the upper root takes the lower root's mode, owner
@@ -119,7 +149,7 @@ func (o *Overlay) Close(ctx context.Context) ([]Failure, error) {
 	if _, err := o.eng.Flush(ctx, ""); err != nil {
 		return nil, err
 	}
-	detached, err := Unmount(o.c.Target)
+	detached, err := o.unmount()
 	if err != nil {
 		return nil, fmt.Errorf("unmounting %s: %w", o.c.Target, err)
 	}
@@ -135,7 +165,9 @@ func (o *Overlay) Close(ctx context.Context) ([]Failure, error) {
 // flushing, as a killed daemon would leave it; Dir stays for Recover.
 func (o *Overlay) Abandon() {
 	o.eng.Close()
-	unix.Unmount(o.c.Target, unix.MNT_DETACH)
+	if m, err := mountAt(o.c.Target); err == nil && m == o.mnt {
+		unix.Unmount(o.c.Target, unix.MNT_DETACH)
+	}
 }
 
 // Recover writes back the upper directory of an overlay a previous
