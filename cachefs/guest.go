@@ -59,7 +59,7 @@ type Guest struct {
 	cached  *conn               // nil until a cached registration needs it
 	applied []bound             // binds made on the mountpoint, in order
 	closed  bool
-	unwatch *os.File // closed to stop watching the main mount (guest_watch.go)
+	unwatch []*os.File // closed to stop watching mounts (guest_watch.go); mu
 }
 
 // conn is a connection other than the main one.
@@ -264,8 +264,8 @@ func (g *Guest) Close() error {
 		return nil
 	}
 	g.closed = true
-	if g.unwatch != nil {
-		g.unwatch.Close()
+	for _, w := range g.unwatch {
+		w.Close()
 	}
 	g.detach("")
 	g.main.actRoot.Store(g.mnt)

@@ -38,18 +38,45 @@ func mountOf(path string) (mountKey, error) {
 
 // startWatchMain watches for the end of mount mnt.
 func (g *Guest) startWatchMain(mnt mountKey) {
+	g.watchMount(mnt, func() {
+		g.main.opts.Logf("cachefs: %s was unmounted: taking the registrations' views down", g.mnt)
+		g.Close()
+	})
+}
+
+// OnUnmount calls gone once the mount now at path has left the
+// namespace (an outside umount), unless the Guest is closed first: the
+// daemon so notices the end of an overlay over its mountpoint
+// (--default-mode delegated), which leaves the main mount in place.
+func (g *Guest) OnUnmount(path string, gone func()) error {
+	m, err := mountOf(path)
+	if err != nil {
+		return err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil
+	}
+	g.watchMount(m, gone)
+	return nil
+}
+
+// watchMount calls gone when mount m is gone; Close stops it. g.mu is
+// held, or g not yet shared.
+func (g *Guest) watchMount(m mountKey, gone func()) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		g.main.opts.Logf("cachefs: not watching the mount table: %v", err)
 		return
 	}
-	g.unwatch = w
-	go g.watchMain(mnt, r)
+	g.unwatch = append(g.unwatch, w)
+	go watchMount(m, r, gone)
 }
 
-// watchMain closes g when mount mnt is gone, or returns when stop is
-// closed (Close).
-func (g *Guest) watchMain(mnt mountKey, stop *os.File) {
+// watchMount calls gone when mount m is gone, or returns when stop is
+// closed.
+func watchMount(m mountKey, stop *os.File, gone func()) {
 	defer stop.Close()
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
@@ -61,9 +88,8 @@ func (g *Guest) watchMain(mnt mountKey, stop *os.File) {
 		// Checked first, and every few seconds besides: a change before
 		// the file was opened does not wake the poll, nor, seen once
 		// under load, did every change after.
-		if !mounted(mnt) {
-			g.main.opts.Logf("cachefs: %s was unmounted: taking the registrations' views down", g.mnt)
-			g.Close()
+		if !mounted(m) {
+			gone()
 			return
 		}
 		if _, err := unix.Poll(fds, 2000); err != nil && err != unix.EINTR {

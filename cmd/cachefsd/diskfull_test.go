@@ -232,12 +232,12 @@ func sameTree(t *testing.T, what string, got, want map[string]string) {
 	}
 }
 
-// startDelegatedMount runs `cachefsd mount` in delegated mode with its
-// journal in state.
+// startDelegatedMount runs `cachefsd mount` in FUSE delegated mode
+// (--overlay=false) with its journal in state.
 func startDelegatedMount(t *testing.T, p paths, state string) *daemon {
 	t.Helper()
 	return startGuest(t, "mount", p.mnt, p.ctl, "mount", "--upstream", "unix://"+p.sock,
-		"--default-mode", "delegated", "--state-dir", state)
+		"--default-mode", "delegated", "--overlay=false", "--state-dir", state)
 }
 
 // TestHostDiskFullDelegated writes a delegated tree bigger than the

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cachefs/cachefs/cachefs"
+	"github.com/cachefs/cachefs/consistency"
 	"github.com/cachefs/cachefs/upstream"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
@@ -62,12 +63,40 @@ func (g *guestFlags) run(guest *cachefs.Guest, srv *fuse.Server, mnt, source str
 		return err
 	}
 	r := &guestRun{guest: guest, fs: guest.Main(), srv: srv, mnt: abs, source: source, disconnect: disconnect}
+	if g.rootOverlay() {
+		r.delegateRoot()
+	}
 	err = r.serve(g.ctl, g.metrics)
 	log.Printf("cachefsd: %s is unmounted", r.mnt)
 	r.closeGuest()
 	r.done()
 	g.removeStateDir(r.fs, mnt)
 	return err
+}
+
+// delegateRoot registers the mount root delegated (rootOverlay), and
+// logs whether it is an overlay. An outside umount of the mountpoint
+// then takes the overlay away, not the main mount under it: the daemon
+// stops as at a first signal (writes back, unmounts the main mount).
+func (r *guestRun) delegateRoot() {
+	if _, err := r.guest.Register("", consistency.Delegated); err != nil {
+		log.Printf("cachefsd: delegating the mount root: %v", err)
+		return
+	}
+	for _, o := range r.fs.Stats().Overlays {
+		if o.Path == "" {
+			log.Printf("cachefsd: the mount root is delegated: an overlay over %s, its upper directory in the state directory", r.mnt)
+			err := r.guest.OnUnmount(r.mnt, func() {
+				log.Printf("cachefsd: the overlay over %s was unmounted", r.mnt)
+				r.stop()
+			})
+			if err != nil {
+				log.Printf("cachefsd: not watching the overlay over %s: %v", r.mnt, err)
+			}
+			return
+		}
+	}
+	log.Printf("cachefsd: the mount root is FUSE delegated, not an overlay: %s", r.fs.Stats().OverlaysOff)
 }
 
 // closeGuest takes the registrations' views and the other connections

@@ -26,7 +26,7 @@ func TestLocalStateDirUnwatched(t *testing.T) {
 	if err := os.Mkdir(export, 0755); err != nil {
 		t.Fatal(err)
 	}
-	_, g, pol, err := parseGuest("local", []string{"--export", export, "--default-mode", "delegated",
+	_, g, pol, err := parseGuest("local", []string{"--export", export, "--default-mode", "delegated", "--overlay=false",
 		"--state-dir", state, mnt}, new(string), "export", "")
 	if err != nil {
 		t.Fatalf("parseGuest: %v", err)

@@ -90,7 +90,20 @@ func (g *guestFlags) policy() (*consistency.Policy, error) {
 	if err != nil {
 		return nil, err
 	}
+	if g.rootOverlay() {
+		m = consistency.Cached // the overlay's lower view
+	}
 	return consistency.NewPolicy(m), nil
+}
+
+// rootOverlay reports whether the mount root is to be delegated as an
+// overlay (--default-mode delegated, --overlay): the main connection
+// then serves the root cached, and run registers the root delegated
+// before the mount is announced, which mounts an overlay over the
+// mountpoint (or, where none can be mounted, registers the root FUSE
+// delegated: the mount is then as --overlay=false makes it).
+func (g *guestFlags) rootOverlay() bool {
+	return g.overlay && g.defaultMode == consistency.Delegated.String()
 }
 
 func defaultCtlSocket() string {

@@ -150,3 +150,62 @@ func TestGuestKilledOverlay(t *testing.T) {
 		t.Errorf("the state directory's overlays: %v, want the new registration's alone", left)
 	}
 }
+
+// TestDefaultModeDelegatedOverlay: `--default-mode delegated` delegates
+// the mount root as an overlay over the mountpoint (the main connection
+// serving its cached lower view): the guest's changes land in its upper
+// directory, ctl stats and ctl modes show it, ctl flush puts them on the
+// host, a cached registration inside still binds its view, and a stop
+// writes back and leaves no mount.
+func TestDefaultModeDelegatedOverlay(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("overlays need root")
+	}
+	p := newPaths(t)
+	os.Mkdir(filepath.Join(p.export, "sub"), 0o755)
+	os.WriteFile(filepath.Join(p.export, "sub/host"), []byte("host"), 0o644)
+	d := startGuest(t, "local", p.mnt, p.ctl, "local", "--export", p.export, "--default-mode", "delegated",
+		"--state-dir", t.TempDir())
+	if !isOverlayMount(t, p.mnt) {
+		t.Fatalf("%s is not an overlay with --default-mode delegated", p.mnt)
+	}
+	if err := os.WriteFile(filepath.Join(p.mnt, "f"), []byte("guest"), 0o644); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	if err := os.Mkdir(filepath.Join(p.mnt, "sub/d"), 0o755); err != nil {
+		t.Fatalf("mkdir: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(p.mnt, "sub/host")); string(b) != "host" {
+		t.Errorf("sub/host through the overlay: %q, %v", b, err)
+	}
+	out := ctlOK(t, p.ctl, "stats")
+	if !strings.Contains(out, "delegated registrations: overlays, 1 mounted\n  overlay /: ") {
+		t.Errorf("ctl stats shows no overlay of the root:\n%s", out)
+	}
+	if out := ctlOK(t, p.ctl, "modes"); !strings.Contains(out, "delegated\t/\t") {
+		t.Errorf("ctl modes shows no delegated root:\n%s", out)
+	}
+	ctlOK(t, p.ctl, "flush")
+	if b, err := os.ReadFile(filepath.Join(p.export, "f")); string(b) != "guest" {
+		t.Errorf("host f after ctl flush: %q, %v; want \"guest\"", b, err)
+	}
+	if fi, err := os.Stat(filepath.Join(p.export, "sub/d")); err != nil || !fi.IsDir() {
+		t.Errorf("host sub/d after ctl flush: %v", err)
+	}
+	sub := filepath.Join(p.mnt, "sub")
+	ctlOK(t, p.ctl, "register", "--mode", "cached", sub)
+	if b, err := os.ReadFile(filepath.Join(sub, "host")); string(b) != "host" {
+		t.Errorf("sub/host through the cached registration: %q, %v", b, err)
+	}
+	os.WriteFile(filepath.Join(p.mnt, "g"), []byte("late"), 0o644)
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	if !d.wait(30 * time.Second) {
+		t.Fatalf("still running 30s after SIGTERM")
+	}
+	if b, err := os.ReadFile(filepath.Join(p.export, "g")); string(b) != "late" {
+		t.Errorf("host g after the stop: %q, %v; want \"late\"", b, err)
+	}
+	if b, err := os.ReadFile("/proc/self/mounts"); err != nil || strings.Contains(string(b), " "+p.mnt+" ") {
+		t.Errorf("a mount left at %s after the stop (%v)", p.mnt, err)
+	}
+}

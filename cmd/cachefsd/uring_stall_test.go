@@ -33,7 +33,7 @@ func TestURingHostStopped(t *testing.T) {
 	}
 	srv := startServe(t, p.export, p.sock, false)
 	startGuest(t, "mount", p.mnt, p.ctl, "mount", "--upstream", "unix://"+p.sock,
-		"--default-mode", "delegated", "--state-dir", t.TempDir(), "--uring", "on")
+		"--default-mode", "delegated", "--overlay=false", "--state-dir", t.TempDir(), "--uring", "on")
 	if !ctlStats(t, p.ctl).URing {
 		t.Fatal("the mount is not served over io_uring")
 	}
