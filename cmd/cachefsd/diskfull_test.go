@@ -236,17 +236,45 @@ func sameTree(t *testing.T, what string, got, want map[string]string) {
 // (--overlay=false) with its journal in state.
 func startDelegatedMount(t *testing.T, p paths, state string) *daemon {
 	t.Helper()
-	return startGuest(t, "mount", p.mnt, p.ctl, "mount", "--upstream", "unix://"+p.sock,
-		"--default-mode", "delegated", "--overlay=false", "--state-dir", state)
+	return startDelegated(t, p, state, false)
+}
+
+// startDelegated runs `cachefsd mount --default-mode delegated` with its
+// state in state: its root an overlay, or FUSE delegated.
+func startDelegated(t *testing.T, p paths, state string, overlay bool) *daemon {
+	t.Helper()
+	d := startGuest(t, "mount", p.mnt, p.ctl, "mount", "--upstream", "unix://"+p.sock,
+		"--default-mode", "delegated", fmt.Sprintf("--overlay=%v", overlay), "--state-dir", state)
+	if overlay && !isOverlayMount(t, p.mnt) {
+		t.Fatalf("%s is not an overlay", p.mnt)
+	}
+	return d
 }
 
 // TestHostDiskFullDelegated writes a delegated tree bigger than the
 // host's free space: the guest completes it, the write-back fails,
 // `ctl flush` reports the path and errno and fails, the guest's data is
 // kept (not dropped) and still reads whole; once space is freed on the
-// host, a flush completes and the host tree equals the guest's.
+// host, a flush completes and the host tree equals the guest's. FUSE
+// delegated (the journal) and the overlay (--default-mode delegated).
 func TestHostDiskFullDelegated(t *testing.T) {
+	for _, overlay := range []bool{false, true} {
+		t.Run(implName(overlay), func(t *testing.T) { testHostDiskFullDelegated(t, overlay) })
+	}
+}
+
+func implName(overlay bool) string {
+	if overlay {
+		return "overlay"
+	}
+	return "fuse"
+}
+
+func testHostDiskFullDelegated(t *testing.T, overlay bool) {
 	requireFUSE(t)
+	if overlay && os.Geteuid() != 0 {
+		t.Skip("overlays need root")
+	}
 	p := newPaths(t)
 	disk := mountTmpfs(t, tmpfsSize)
 	p.export = filepath.Join(disk, "export")
@@ -258,7 +286,7 @@ func TestHostDiskFullDelegated(t *testing.T) {
 		t.Fatalf("WriteFile filler: %v", err)
 	}
 	startServe(t, p.export, p.sock, false)
-	startDelegatedMount(t, p, t.TempDir())
+	startDelegated(t, p, t.TempDir(), overlay)
 
 	writeDelegatedTree(t, p.mnt)
 	guest := treeOf(t, p.mnt)
@@ -267,13 +295,21 @@ func TestHostDiskFullDelegated(t *testing.T) {
 	if err == nil {
 		t.Fatalf("ctl flush succeeded with the host full")
 	}
-	if !strings.Contains(stderr, "d/b") || !strings.Contains(stderr, syscall.ENOSPC.Error()) {
-		t.Errorf("ctl flush: %q, want the path d/b and %q", stderr, syscall.ENOSPC.Error())
+	full := "d/b" // the journal's order: d/a fits, d/b does not
+	if overlay {
+		full = "d/" // an overlay's pass sends d's files in its own order
 	}
-	checkFailureStats(t, p.ctl, "d/b")
+	if !strings.Contains(stderr, full) || !strings.Contains(stderr, syscall.ENOSPC.Error()) {
+		t.Errorf("ctl flush: %q, want the path %s and %q", stderr, full, syscall.ENOSPC.Error())
+	}
+	if !overlay {
+		checkFailureStats(t, p.ctl, "d/b")
+	}
 	sameTree(t, "guest after the failed flush", treeOf(t, p.mnt), guest)
-	// fsync waits for the write-back too, and says why it cannot finish.
-	if f, err := os.OpenFile(filepath.Join(p.mnt, "c"), os.O_WRONLY, 0); err != nil {
+	// fsync waits for the write-back too, and says why it cannot finish
+	// (an overlay's is the guest disk's, which has room).
+	if overlay {
+	} else if f, err := os.OpenFile(filepath.Join(p.mnt, "c"), os.O_WRONLY, 0); err != nil {
 		t.Errorf("open c: %v", err)
 	} else {
 		if err := f.Sync(); !errors.Is(err, syscall.ENOSPC) {
@@ -334,13 +370,24 @@ func checkFailureStats(t *testing.T, ctl, path string) {
 // change then either fails with ENOSPC or, if acknowledged, survives a
 // SIGKILL of the guest daemon (its journal is replayed by the next one).
 // After space is freed the mount works and the host equals the guest.
+// FUSE delegated (the journal fills) and the overlay (its upper
+// directory fills; the next daemon writes the dead one's back).
 func TestGuestDiskFullDelegated(t *testing.T) {
+	for _, overlay := range []bool{false, true} {
+		t.Run(implName(overlay), func(t *testing.T) { testGuestDiskFullDelegated(t, overlay) })
+	}
+}
+
+func testGuestDiskFullDelegated(t *testing.T, overlay bool) {
 	requireFUSE(t)
+	if overlay && os.Geteuid() != 0 {
+		t.Skip("overlays need root")
+	}
 	p := newPaths(t)
 	disk := mountTmpfs(t, tmpfsSize)
 	state := filepath.Join(disk, "state")
 	srv := startServe(t, p.export, p.sock, false)
-	guest := startDelegatedMount(t, p, state)
+	guest := startDelegated(t, p, state, overlay)
 	// The directories are owned by the guest from here: changes in them
 	// need no host.
 	if err := os.Mkdir(filepath.Join(p.mnt, "d"), 0o755); err != nil {
@@ -355,7 +402,7 @@ func TestGuestDiskFullDelegated(t *testing.T) {
 
 	srv.cmd.Process.Signal(syscall.SIGSTOP)
 	t.Cleanup(func() { srv.cmd.Process.Signal(syscall.SIGCONT) })
-	acked := changeFullGuest(t, p.mnt)
+	acked := changeFullGuest(t, p.mnt, !overlay)
 	guest.kill(t)
 	unix.Unmount(p.mnt, unix.MNT_DETACH)
 	os.Remove(p.ctl) // the killed daemon's: wait for the next one's
@@ -364,7 +411,7 @@ func TestGuestDiskFullDelegated(t *testing.T) {
 		t.Fatalf("Remove filler: %v", err)
 	}
 
-	startDelegatedMount(t, p, state) // replays the journal
+	startDelegated(t, p, state, overlay) // replays the journal, or writes the upper directory back
 	host := treeOf(t, p.export)
 	for path, want := range acked {
 		if host[path] != want {
@@ -392,8 +439,10 @@ func fillDisk(t *testing.T, dir string) string {
 // changeFullGuest makes changes through a delegated mount whose state
 // directory is full. Each must succeed or fail with ENOSPC; it returns
 // how the host must show the acknowledged ones (treeOf descriptions),
-// "" for a name that must be gone.
-func changeFullGuest(t *testing.T, mnt string) map[string]string {
+// "" for a name that must be gone. With journal, directories are made
+// until the journal has no room (an overlay's mkdir takes no blocks of
+// a tmpfs: its directories are on the guest's disk, and kept, once made).
+func changeFullGuest(t *testing.T, mnt string, journal bool) map[string]string {
 	t.Helper()
 	acked := map[string]string{}
 	d := filepath.Join(mnt, "d")
@@ -423,7 +472,9 @@ func changeFullGuest(t *testing.T, mnt string) map[string]string {
 			t.Errorf("%s with the state directory full: got %v, want success or ENOSPC", s.what, err)
 		}
 	}
-	mkdirUntilFull(t, d, acked)
+	if journal {
+		mkdirUntilFull(t, d, acked)
+	}
 	return acked
 }
 
