@@ -1,13 +1,16 @@
 package main
 
 import (
+	"os"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
-// Rmdir and Rename, so that a build that replaces its output directory
-// (a second `ember build` removes the first's dist/) runs on the floor.
+// Rmdir, Rename and Write, so that a build that replaces its output (a
+// second `ember build` rewrites and removes the first's dist/) runs on
+// the floor, also with -noopen, where the kernel opens alone and writes
+// to a file it did not create in the same open come as WRITE.
 
 // Rmdir removes an empty directory.
 func (fs *floorFS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
@@ -54,4 +57,26 @@ func (fs *floorFS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, ne
 	delete(from.kids, oldName)
 	to.kids[newName] = id
 	return fuse.OK
+}
+
+// Write writes to a created file's backing file by its path; a seeded
+// file is read-only.
+func (fs *floorFS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	fs.countLocked("write")
+	n := fs.nodes[in.NodeId]
+	if n == nil || n.path == "" || n.seeded {
+		return 0, fuse.Status(syscall.EROFS)
+	}
+	f, err := os.OpenFile(n.path, os.O_WRONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		return 0, fuse.ToStatus(err)
+	}
+	defer f.Close()
+	k, err := f.WriteAt(data, int64(in.Offset))
+	if end := in.Offset + uint64(k); end > n.attr.Size {
+		n.attr.Size = end
+	}
+	return uint32(k), fuse.ToStatus(err)
 }
