@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 )
 
 // A system is one way for a workload to reach a directory: the native
@@ -49,6 +50,8 @@ var systems = []system{
 	cachefsSystem("delegated", "0", true),
 	cachefsSystem("delegated", "50us", true),
 	cachefsConnSystem("cached", "50us"),
+	defaultModeSystem("cached", "50us", false),
+	defaultModeSystem("delegated", "50us", false),
 	cachefsNoXattrSystem("50us"),
 	floorSystem("fuse-floor-cached", "the read floor: fuse-floor -seed, opens and opendirs ENOSYS as on the cached connection", "-noopen"),
 	floorSystem("fuse-floor-cached-noxattr", "fuse-floor-cached with xattrs ENOSYS too", "-noopen", "-noxattr"),
@@ -62,17 +65,43 @@ var systems = []system{
 }
 
 // cachefsSystem serves the kernel over /dev/fuse (--uring off; the
-// daemon's default, auto, takes io_uring where the kernel has it).
+// daemon's default, auto, takes io_uring where the kernel has it). A
+// cached or delegated system is what a user of the mode gets: a
+// consistent mount whose root is registered with the mode once it
+// serves (ctl register --mode), as a container runtime registers a
+// subtree: the cached connection (docs/connections.md), an overlay
+// (docs/overlay.md). Before 2026-12-04 these names meant --default-mode
+// M, nothing registered: one connection, FUSE delegated; that is
+// cachefs-defaultmode-M-DELAY now.
 func cachefsSystem(mode, delay string, def bool) system {
+	s := defaultModeSystem("consistent", delay, def)
+	s.Name = "cachefs-" + mode + "-" + delay
+	if mode == "consistent" {
+		return s
+	}
+	s.About = fmt.Sprintf("cachefsd local --link-delay %s --uring off, the root registered %s (%s)", delay, mode,
+		map[string]string{"cached": "the cached connection", "delegated": "an overlay"}[mode])
+	s.Register = mode
+	return s
+}
+
+// defaultModeSystem serves the whole mount in mode (--default-mode),
+// nothing registered; delegated is FUSE delegated (--overlay=false:
+// --default-mode delegated alone makes the root an overlay, as
+// cachefs-delegated-DELAY measures).
+func defaultModeSystem(mode, delay string, def bool) system {
+	args := []string{"local", "--export", "{export}", "--ctl", "{ctl}", "--link-delay", delay, "--default-mode", mode}
+	if mode == "delegated" {
+		args = append(args, "--overlay=false")
+	}
 	return system{
-		Name:      "cachefs-" + mode + "-" + delay,
-		About:     fmt.Sprintf("cachefsd local, --default-mode %s --link-delay %s --uring off", mode, delay),
+		Name:      "cachefs-defaultmode-" + mode + "-" + delay,
+		About:     fmt.Sprintf("cachefsd local, %s --uring off", strings.Join(args[5:], " ")),
 		Tool:      "cachefsd",
 		Default:   def,
 		Ctl:       true,
 		LinkDelay: delay,
-		Args: []string{"local", "--export", "{export}", "--ctl", "{ctl}",
-			"--link-delay", delay, "--default-mode", mode, "--uring", "off", "{mnt}"},
+		Args:      append(args, "--uring", "off", "{mnt}"),
 	}
 }
 
@@ -81,26 +110,23 @@ func cachefsSystem(mode, delay string, def bool) system {
 func cachefsRingSystem(mode, delay string) system {
 	s := cachefsSystem(mode, delay, true)
 	s.Name += "-uring"
-	s.About = fmt.Sprintf("cachefsd local, --default-mode %s --link-delay %s --uring on", mode, delay)
+	s.About = strings.Replace(s.About, "--uring off", "--uring on", 1)
 	s.Args[len(s.Args)-2] = "on"
 	return s
 }
 
-// cachefsConnSystem serves mode over its own kernel connection: the
-// root registered with it (ctl register), as a container runtime
-// registers a bind-mounted subtree.
+// cachefsConnSystem is the old name of cachefs-MODE-DELAY (the mode's
+// own connection), kept for the commands in docs/.
 func cachefsConnSystem(mode, delay string) system {
-	s := cachefsSystem("consistent", delay, true)
+	s := cachefsSystem(mode, delay, false)
 	s.Name = "cachefs-" + mode + "conn-" + delay
-	s.About = fmt.Sprintf("cachefsd local --link-delay %s --uring off, the root registered %s (the mode's own connection)", delay, mode)
-	s.Register = mode
 	return s
 }
 
 // cachefsNoXattrSystem is the cached connection without xattrs
 // (--cached-xattrs=false).
 func cachefsNoXattrSystem(delay string) system {
-	s := cachefsConnSystem("cached", delay)
+	s := cachefsSystem("cached", delay, true)
 	s.Name = "cachefs-cachednoxattr-" + delay
 	s.About += ", --cached-xattrs=false"
 	s.Args = append(s.Args[:len(s.Args)-1:len(s.Args)-1], "--cached-xattrs=false", "{mnt}")

@@ -48,7 +48,8 @@ var workloads = []workload{
 	{Name: "golist", Input: "gosrc", Phases: []phase{
 		{Name: "go list cold", Run: runGoList}, {Name: "go list warm", Run: runGoList}}},
 	{Name: "ember", Input: "ember", Network: true, Phases: []phase{
-		{Name: "ember build cold", Run: runEmberBuild}, {Name: "ember build warm", Run: runEmberBuild}}},
+		{Name: "ember build cold", Run: runEmberBuild}, {Name: "ember cold flush", Run: runFlush},
+		{Name: "ember build warm", Run: runEmberBuild}, {Name: "ember warm flush", Run: runFlush}}},
 	{Name: "untar", Mutates: true, Phases: []phase{{Name: "untar", Run: runUntar},
 		{Name: "untar flush", Run: runFlush}}, Verify: countEntries},
 	{Name: "grep", Input: "tree", Phases: []phase{

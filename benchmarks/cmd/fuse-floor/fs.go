@@ -67,9 +67,10 @@ func (fs *floorFS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string,
 		return fuse.ENOENT
 	}
 	id, ok := dir.kids[name]
-	if !ok {
-		out.SetEntryTimeout(forever * time.Second) // a negative entry
-		return fuse.ENOENT
+	if !ok { // a negative entry: node 0 with a timeout (an ENOENT reply would not be cached)
+		*out = fuse.EntryOut{}
+		out.SetEntryTimeout(forever * time.Second)
+		return fuse.OK
 	}
 	fs.entryLocked(id, fs.nodes[id], out)
 	return fuse.OK
@@ -129,6 +130,8 @@ func (fs *floorFS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse
 		a.Size = s
 		if n.fd >= 0 && !fs.shared {
 			syscall.Ftruncate(n.fd, int64(s))
+		} else if n.path != "" && !n.seeded && !fs.shared {
+			syscall.Truncate(n.path, int64(s)) // -noopen: no descriptor
 		}
 	}
 	if t, ok := in.GetMTime(); ok {
@@ -137,6 +140,7 @@ func (fs *floorFS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse
 	if t, ok := in.GetATime(); ok {
 		a.Atime, a.Atimensec = uint64(t.Unix()), uint32(t.Nanosecond())
 	}
+	fs.refreshLocked(n) // the reply's size replaces the kernel's: a utimes after passthrough writes
 	out.Attr = *a
 	out.SetTimeout(forever * time.Second)
 	return fuse.OK

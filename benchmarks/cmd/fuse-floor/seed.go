@@ -63,7 +63,7 @@ func (fs *floorFS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fu
 	fs.countLocked("read")
 	n := fs.nodes[in.NodeId]
 	fs.mu.Unlock()
-	if n == nil || !n.seeded {
+	if n == nil || n.path == "" {
 		return nil, fuse.EINVAL
 	}
 	f, err := os.Open(n.path)
