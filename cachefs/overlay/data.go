@@ -45,14 +45,9 @@ func cleanPages(fd int) error {
 	return unix.SyncFileRange(fd, 0, 0, unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE)
 }
 
-// openData opens upper file rel beneath upper.
-func openData(upper, rel, hostPath string) (*dataReader, error) {
-	dfd, name, err := openParent(upper, rel)
-	if err != nil {
-		return nil, err
-	}
+// openData opens upper file name in directory dfd.
+func openData(dfd int, name, hostPath string) (*dataReader, error) {
 	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	unix.Close(dfd)
 	if err != nil {
 		return nil, err
 	}

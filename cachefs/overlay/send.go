@@ -5,6 +5,7 @@ import (
 	"syscall"
 
 	"github.com/cachefs/cachefs/upstream"
+	"golang.org/x/sys/unix"
 )
 
 // Sending a pass's groups: their ops go in order, in batches of at most
@@ -53,11 +54,16 @@ type sender struct {
 	owner  []int // group of each op
 	bytes  int64
 	out    sendOut
+	// the upper directory of the last file read, kept open for the
+	// next: a pass's files come directory by directory
+	dirPath string
+	dirFD   int
 }
 
 // sendGroups sends groups and reports what happened.
 func sendGroups(ctx context.Context, upper string, send Sender, groups []*group) sendOut {
-	s := &sender{upper: upper, ctx: ctx, send: send, groups: groups, errnos: make([]syscall.Errno, len(groups))}
+	s := &sender{upper: upper, ctx: ctx, send: send, groups: groups, errnos: make([]syscall.Errno, len(groups)), dirFD: -1}
+	defer s.closeDir()
 	for gi := 0; gi < len(groups) && s.out.err == nil; gi++ {
 		s.group(gi)
 	}
@@ -84,7 +90,12 @@ func (s *sender) group(gi int) {
 
 // data queues the write ops of a file's data.
 func (s *sender) data(gi int, st step) error {
-	r, err := openData(s.upper, st.file, st.op.Path)
+	dir, name := splitPath(st.file)
+	dfd, err := s.openDir(dir)
+	if err != nil {
+		return err
+	}
+	r, err := openData(dfd, name, st.op.Path)
 	if err != nil {
 		return err
 	}
@@ -98,6 +109,30 @@ func (s *sender) data(gi int, st step) error {
 		s.add(gi, op)
 	}
 	return nil
+}
+
+// openDir returns upper directory dir, open until the next dir or the
+// end of the pass. A directory moved meanwhile is read where it went:
+// its files are those the scan saw, and the move's events bring the
+// next pass.
+func (s *sender) openDir(dir string) (int, error) {
+	if s.dirFD >= 0 && s.dirPath == dir {
+		return s.dirFD, nil
+	}
+	s.closeDir()
+	fd, err := openDir(s.upper, dir)
+	if err != nil {
+		return -1, err
+	}
+	s.dirPath, s.dirFD = dir, fd
+	return fd, nil
+}
+
+func (s *sender) closeDir() {
+	if s.dirFD >= 0 {
+		unix.Close(s.dirFD)
+		s.dirFD = -1
+	}
 }
 
 func (s *sender) add(gi int, op upstream.WBOp) {
