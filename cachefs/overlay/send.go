@@ -9,7 +9,10 @@ import (
 )
 
 // Sending a pass's groups: their ops go in order, in batches of at most
-// batchOps ops and batchBytes of data, each one call of the sender. The
+// batchOps ops and batchBytes of data, each one call of the sender. One
+// batch is in flight while the next is made (its files' data read), so
+// the guest's reading and the host's applying overlap; a batch is sent
+// only once the one before it is answered. The
 // host applies a batch's ops in order; the ops of a group the host
 // refused are reported and the group's state poisoned. A sender error
 // leaves it unknown what the host applied: every group from that batch
@@ -54,6 +57,8 @@ type sender struct {
 	owner  []int // group of each op
 	bytes  int64
 	out    sendOut
+	flying *batch // sent, not yet answered
+	spare  *batch // the slices of the last batch answered, for reuse
 	// the upper directory of the last file read, kept open for the
 	// next: a pass's files come directory by directory
 	dirPath string
@@ -70,8 +75,19 @@ func sendGroups(ctx context.Context, upper string, send Sender, groups []*group)
 	if s.out.err == nil {
 		s.flush()
 	}
+	s.wait()
 	s.finish()
 	return s.out
+}
+
+// batch is a sent batch: its ops, the group of each, and the answer.
+type batch struct {
+	ops    []upstream.WBOp
+	owner  []int
+	bytes  int64
+	errnos []uint32
+	err    error
+	done   chan struct{}
 }
 
 // group queues group gi's ops.
@@ -147,31 +163,58 @@ func (s *sender) add(gi int, op upstream.WBOp) {
 	s.bytes += int64(len(op.Data))
 }
 
-// flush sends the queued ops.
+// flush sends the queued ops, once the batch before them is answered;
+// not if that failed.
 func (s *sender) flush() {
 	if len(s.ops) == 0 {
 		return
 	}
-	errnos, err := s.send(s.ctx, s.ops)
-	if err == nil && len(errnos) != len(s.ops) {
+	s.wait()
+	if s.out.err != nil {
+		return
+	}
+	b := &batch{ops: s.ops, owner: s.owner, bytes: s.bytes, done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		b.errnos, b.err = s.send(s.ctx, b.ops)
+	}()
+	s.flying = b
+	s.ops, s.owner, s.bytes = nil, nil, 0
+	if s.spare != nil {
+		s.ops, s.owner = s.spare.ops[:0], s.spare.owner[:0]
+		s.spare = nil
+	}
+}
+
+// wait waits for the batch in flight and takes in its answer.
+func (s *sender) wait() {
+	b := s.flying
+	if b == nil {
+		return
+	}
+	<-b.done
+	s.flying = nil
+	err := b.err
+	if err == nil && len(b.errnos) != len(b.ops) {
 		err = syscall.EPROTO
 	}
 	if err != nil {
 		s.out.err = err
-		for gi := s.owner[0]; gi < len(s.groups); gi++ {
+		for gi := b.owner[0]; gi < len(s.groups); gi++ {
 			s.errnos[gi] = syscall.ECANCELED
 		}
-	} else {
-		for i, e := range errnos {
-			if e != 0 && s.errnos[s.owner[i]] == 0 {
-				s.errnos[s.owner[i]] = syscall.Errno(e)
-				s.out.failed = append(s.out.failed, Failure{Path: s.groups[s.owner[i]].path, Op: opName(s.ops[i].Kind), Errno: syscall.Errno(e)})
-			}
-		}
-		s.out.ops += len(s.ops)
-		s.out.bytes += s.bytes
+		return
 	}
-	s.ops, s.owner, s.bytes = s.ops[:0], s.owner[:0], 0
+	for i, e := range b.errnos {
+		if e != 0 && s.errnos[b.owner[i]] == 0 {
+			s.errnos[b.owner[i]] = syscall.Errno(e)
+			s.out.failed = append(s.out.failed, Failure{Path: s.groups[b.owner[i]].path, Op: opName(b.ops[i].Kind), Errno: syscall.Errno(e)})
+		}
+	}
+	s.out.ops += len(b.ops)
+	s.out.bytes += b.bytes
+	clear(b.ops) // no data kept alive
+	s.spare = b
 }
 
 // fail marks group gi failed before its ops were sent: its data could
