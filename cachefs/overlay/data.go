@@ -66,8 +66,9 @@ func openData(dfd int, name, hostPath string) (*dataReader, error) {
 	return d, nil
 }
 
-// next returns the next op, and false when there is none.
-func (d *dataReader) next() (upstream.WBOp, bool, error) {
+// next returns the next op, and false when there is none; its data is
+// read into buf(n), n bytes.
+func (d *dataReader) next(buf func(n int) []byte) (upstream.WBOp, bool, error) {
 	if d.done {
 		return upstream.WBOp{}, false, nil
 	}
@@ -76,13 +77,12 @@ func (d *dataReader) next() (upstream.WBOp, bool, error) {
 		d.done = true
 		return d.last()
 	}
-	n := min(end-start, dataChunk)
-	buf := make([]byte, n)
-	k, err := d.f.ReadAt(buf, start)
+	b := buf(int(min(end-start, dataChunk)))
+	k, err := d.f.ReadAt(b, start)
 	if k == 0 && err != nil {
 		return upstream.WBOp{}, false, unwrap(err)
 	}
-	op := upstream.WBOp{Kind: upstream.WBWrite, Path: d.path, First: d.first, Offset: start, Data: buf[:k]}
+	op := upstream.WBOp{Kind: upstream.WBWrite, Path: d.path, First: d.first, Offset: start, Data: b[:k]}
 	if d.first && d.dense {
 		op.Size = uint64(d.size)
 	}

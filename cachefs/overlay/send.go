@@ -59,6 +59,7 @@ type sender struct {
 	out    sendOut
 	flying *batch // sent, not yet answered
 	spare  *batch // the slices of the last batch answered, for reuse
+	arena  []byte // the data of the batch being made
 	// the upper directory of the last file read, kept open for the
 	// next: a pass's files come directory by directory
 	dirPath string
@@ -85,6 +86,7 @@ type batch struct {
 	ops    []upstream.WBOp
 	owner  []int
 	bytes  int64
+	arena  []byte
 	errnos []uint32
 	err    error
 	done   chan struct{}
@@ -117,7 +119,7 @@ func (s *sender) data(gi int, st step) error {
 	}
 	defer r.close()
 	for s.out.err == nil {
-		op, ok, err := r.next()
+		op, ok, err := r.next(s.buffer)
 		if err != nil || !ok {
 			s.out.reads = append(s.out.reads, fileRead{path: st.file, written: r.written()})
 			return err
@@ -152,7 +154,7 @@ func (s *sender) closeDir() {
 }
 
 func (s *sender) add(gi int, op upstream.WBOp) {
-	if len(s.ops) >= batchOps || s.bytes+int64(len(op.Data)) > batchBytes {
+	if s.full(len(op.Data)) {
 		s.flush()
 		if s.out.err != nil {
 			return
@@ -173,17 +175,41 @@ func (s *sender) flush() {
 	if s.out.err != nil {
 		return
 	}
-	b := &batch{ops: s.ops, owner: s.owner, bytes: s.bytes, done: make(chan struct{})}
+	b := &batch{ops: s.ops, owner: s.owner, bytes: s.bytes, arena: s.arena, done: make(chan struct{})}
 	go func() {
 		defer close(b.done)
 		b.errnos, b.err = s.send(s.ctx, b.ops)
 	}()
 	s.flying = b
-	s.ops, s.owner, s.bytes = nil, nil, 0
+	s.ops, s.owner, s.bytes, s.arena = nil, nil, 0, nil
 	if s.spare != nil {
-		s.ops, s.owner = s.spare.ops[:0], s.spare.owner[:0]
+		s.ops, s.owner, s.arena = s.spare.ops[:0], s.spare.owner[:0], s.spare.arena[:0]
 		s.spare = nil
 	}
+}
+
+// buffer returns n bytes for the data of the next op, in the batch it
+// will go in (the queued ops are sent first if it cannot go with them):
+// a batch's data is one arena, reused once the batch is answered.
+func (s *sender) buffer(n int) []byte {
+	if s.full(n) {
+		s.flush()
+	}
+	if s.arena == nil {
+		s.arena = make([]byte, 0, batchBytes)
+	}
+	if len(s.arena)+n > cap(s.arena) {
+		return make([]byte, n) // a batch's first op, larger than an arena
+	}
+	b := s.arena[len(s.arena) : len(s.arena)+n : len(s.arena)+n]
+	s.arena = s.arena[:len(s.arena)+n]
+	return b
+}
+
+// full reports whether an op with n bytes of data cannot join the
+// queued ops.
+func (s *sender) full(n int) bool {
+	return len(s.ops) >= batchOps || s.bytes+int64(n) > batchBytes
 }
 
 // wait waits for the batch in flight and takes in its answer.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -61,5 +62,30 @@ func TestSendOneBatchInFlight(t *testing.T) {
 		if want := i == 1 || i >= batchOps; p != want {
 			t.Fatalf("group %d poisoned %v, want %v", i, p, want)
 		}
+	}
+}
+
+// TestSendManyBatchesOfData: files whose data fills several batches
+// (and a file larger than one) arrive whole, each with its own bytes,
+// though a batch's data buffer is reused once the batch is answered.
+func TestSendManyBatchesOfData(t *testing.T) {
+	f := newFixture(t)
+	want := map[string]string{}
+	for i := range 24 {
+		size := 300 << 10
+		if i == 7 {
+			size = batchBytes + 12345
+		}
+		data := strings.Repeat(fmt.Sprintf("%c%d.", 'a'+i, i), size/4)
+		rel := fmt.Sprintf("d%d/f%d", i%3, i)
+		f.upperFile(rel, data)
+		want[rel] = data
+	}
+	ops := f.flush()
+	if n := count(ops, upstream.WBWrite); n < 24 {
+		t.Errorf("%d WBWrite ops, want at least 24", n)
+	}
+	for rel, data := range want {
+		f.wantHost(rel, data)
 	}
 }
