@@ -286,3 +286,35 @@ func TestQuietWaitsForWriter(t *testing.T) {
 		t.Errorf("mask %#x after the writer went and a new write, want no IN_MODIFY", m)
 	}
 }
+
+// TestSettleOnlyForMoves: changes made while a pass scanned are
+// rescanned by it only if something moved; creates are left marked for
+// the next pass, which finds them.
+func TestSettleOnlyForMoves(t *testing.T) {
+	f := newFixture(t)
+	os.MkdirAll(filepath.Join(f.upper, "a"), 0o755)
+	os.MkdirAll(filepath.Join(f.upper, "b"), 0o755)
+	e := passEngine(t, f)
+	sc := newScan(e.o.Upper, e.st, e.w, map[string]bool{})
+	sc.dir("", true)
+	f.upperFile("a/created", "c") // as if while the scan ran
+	if !e.settle(sc, map[string]bool{}) {
+		t.Fatalf("settle with a create: not settled")
+	}
+	if sc.changed["a/created"] != nil || !e.w.pending() {
+		t.Errorf("a create while scanning: rescanned now (%v) or not left for the next pass (pending %v)", sc.changed["a/created"] != nil, e.w.pending())
+	}
+	e.pass(false, false)
+	f.wantHost("a/created", "c")
+	sc = newScan(e.o.Upper, e.st, e.w, map[string]bool{})
+	sc.dir("", true)
+	if err := os.Rename(filepath.Join(f.upper, "a/created"), filepath.Join(f.upper, "b/moved")); err != nil {
+		t.Fatal(err)
+	}
+	if !e.settle(sc, map[string]bool{}) {
+		t.Fatalf("settle with a move: not settled")
+	}
+	if sc.changed["b/moved"] == nil || sc.changed["a/created"] != nil {
+		t.Errorf("a move while scanning: b/moved seen %v, a/created still seen %v; want the rescan's view", sc.changed["b/moved"] != nil, sc.changed["a/created"] != nil)
+	}
+}
