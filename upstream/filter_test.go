@@ -227,6 +227,12 @@ func TestSetidKeptWriteBack(t *testing.T) {
 	wantModes(t, "WBSetattr 06755", lookup(t, c, upstream.RootID, "w").Attr, 06755, host, 0755)
 	apply(upstream.WBOp{Kind: upstream.WBSetattr, Path: "w", Valid: upstream.SetUid, Uid: 1000})
 	wantModes(t, "WBSetattr chown", lookup(t, c, upstream.RootID, "w").Attr, 0755, host, 0755)
+	// mode and owner in one op: the chown drops the set-id bits just
+	// set, and leaves a mode without them as it is
+	apply(upstream.WBOp{Kind: upstream.WBSetattr, Path: "w", Valid: upstream.SetMode | upstream.SetUid, Mode: 06755, Uid: 1001})
+	wantModes(t, "WBSetattr 06755 and chown", lookup(t, c, upstream.RootID, "w").Attr, 0755, host, 0755)
+	apply(upstream.WBOp{Kind: upstream.WBSetattr, Path: "w", Valid: upstream.SetMode | upstream.SetUid, Mode: 01640, Uid: 1002})
+	wantModes(t, "WBSetattr 01640 and chown", lookup(t, c, upstream.RootID, "w").Attr, 01640, host, 01640)
 	apply(upstream.WBOp{Kind: upstream.WBMkdir, Path: "d", Mode: 0755})
 	apply(upstream.WBOp{Kind: upstream.WBSetattr, Path: "d", Valid: upstream.SetMode, Mode: 02755})
 	wantModes(t, "directory 02755", lookup(t, c, upstream.RootID, "d").Attr, 02755, filepath.Join(ts.export, "d"), 02755)

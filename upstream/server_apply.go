@@ -371,8 +371,12 @@ func (ss *session) applyWBSetattr(dfd int, name string, op *WBOp) error {
 		if err := unix.Fchownat(dfd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return err
 		}
-		if err := ss.chmodNoFollow(dfd, name, ss.srv.chownedMode); err != nil {
-			return err
+		// The set-id bits the chown drops: none if the mode just set has
+		// none (the write-back's usual setattr, sent with its owner).
+		if op.Valid&SetMode == 0 || op.Mode&setidBits != 0 {
+			if err := ss.chmodNoFollow(dfd, name, ss.srv.chownedMode); err != nil {
+				return err
+			}
 		}
 	}
 	if op.Valid&(SetAtime|SetMtime) != 0 {

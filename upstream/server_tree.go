@@ -32,6 +32,12 @@ func (ss *session) chownNew(dfd int, name string, c Caller) error {
 	if dst.Mode&unix.S_ISGID != 0 {
 		gid = dst.Gid
 	}
+	if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
+	if st.Uid == c.Uid && st.Gid == gid {
+		return nil // as made: no fd needed
+	}
 	fd, err := hostfs.OpenNode(dfd, name)
 	if err != nil {
 		return err
@@ -39,9 +45,6 @@ func (ss *session) chownNew(dfd int, name string, c Caller) error {
 	defer unix.Close(fd)
 	if err := unix.Fstat(fd, &st); err != nil {
 		return err
-	}
-	if st.Uid == c.Uid && st.Gid == gid {
-		return nil
 	}
 	return ss.setOwner(fd, &st, c.Uid, gid)
 }

@@ -45,14 +45,9 @@ func cleanPages(fd int) error {
 	return unix.SyncFileRange(fd, 0, 0, unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE)
 }
 
-// openData opens upper file rel beneath upper.
-func openData(upper, rel, hostPath string) (*dataReader, error) {
-	dfd, name, err := openParent(upper, rel)
-	if err != nil {
-		return nil, err
-	}
+// openData opens upper file name in directory dfd.
+func openData(dfd int, name, hostPath string) (*dataReader, error) {
 	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	unix.Close(dfd)
 	if err != nil {
 		return nil, err
 	}
@@ -71,8 +66,9 @@ func openData(upper, rel, hostPath string) (*dataReader, error) {
 	return d, nil
 }
 
-// next returns the next op, and false when there is none.
-func (d *dataReader) next() (upstream.WBOp, bool, error) {
+// next returns the next op, and false when there is none; its data is
+// read into buf(n), n bytes.
+func (d *dataReader) next(buf func(n int) []byte) (upstream.WBOp, bool, error) {
 	if d.done {
 		return upstream.WBOp{}, false, nil
 	}
@@ -81,13 +77,12 @@ func (d *dataReader) next() (upstream.WBOp, bool, error) {
 		d.done = true
 		return d.last()
 	}
-	n := min(end-start, dataChunk)
-	buf := make([]byte, n)
-	k, err := d.f.ReadAt(buf, start)
+	b := buf(int(min(end-start, dataChunk)))
+	k, err := d.f.ReadAt(b, start)
 	if k == 0 && err != nil {
 		return upstream.WBOp{}, false, unwrap(err)
 	}
-	op := upstream.WBOp{Kind: upstream.WBWrite, Path: d.path, First: d.first, Offset: start, Data: buf[:k]}
+	op := upstream.WBOp{Kind: upstream.WBWrite, Path: d.path, First: d.first, Offset: start, Data: b[:k]}
 	if d.first && d.dense {
 		op.Size = uint64(d.size)
 	}

@@ -61,9 +61,9 @@
 // dirty; a pass rescans the dirty ones, and the directories new or
 // moved in them whole. A rename's two events are queued together and a
 // pass reads the events raised while it scanned and rescans what they
-// mark until none come, so an object moved out of a scanned directory
-// is always found where it went, and a record whose name is gone was
-// removed. The first pass of an engine, the pass after a queue overflow
+// mark until none come that move anything (the others are the next
+// pass's), so an object moved out of a scanned directory is always
+// found where it went, and a record whose name is gone was removed. The first pass of an engine, the pass after a queue overflow
 // and every Flush rescan everything. An entry is unchanged if its
 // inode, ctime, size and mtime are as recorded and no IN_MODIFY names
 // it; a changed file's data is sent if its size or mtime differ or an

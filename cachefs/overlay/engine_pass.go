@@ -45,16 +45,28 @@ func (e *Engine) pass(full, blind bool) sendOut {
 }
 
 // settle rescans the directories changed while the pass scanned, until
-// none did: a move's events come together, so after it every object
-// moved out of a scanned directory was seen where it went. It reports
-// false if changes kept coming.
+// nothing moved: a move's events come together, so after it every
+// object moved out of a scanned directory was seen where it went. The
+// other changes (creates, writes, removals) cannot make the scan take a
+// moved object for gone: once none but those come, they are left for
+// the next pass, not rescanned now (an untar's would be, a pass's whole
+// new subtrees again at each round). It reports false if moves kept
+// coming.
 func (e *Engine) settle(sc *scan, modified map[string]bool) bool {
 	if e.w == nil {
 		return true
 	}
+	// The events read here may have quieted directories that are not
+	// rescanned now: their IN_MODIFY comes back before this pass reads
+	// any file's data (quiet.go), and the next pass rescans them.
+	defer e.w.wake()
 	for i := 0; i < maxSettle; i++ {
+		moved := e.w.moved
 		if !e.w.read() {
 			return true
+		}
+		if e.w.moved == moved && !e.w.full {
+			return true // marked dirty: the next pass's
 		}
 		ch := e.w.take()
 		if ch.full {

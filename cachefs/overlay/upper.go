@@ -2,6 +2,8 @@ package overlay
 
 import (
 	"strings"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/cachefs/cachefs/upstream"
 	"golang.org/x/sys/unix"
@@ -107,7 +109,7 @@ func (e *entry) details(dfd int, name string) error {
 		return err
 	}
 	full := fdPath(dfd, name)
-	names, err := listXattr(full)
+	names, err := listXattrAt(dfd, name, full)
 	if err != nil {
 		return err
 	}
@@ -167,10 +169,54 @@ func readlinkAt(dfd int, name string) (string, error) {
 	return string(buf[:n]), nil
 }
 
+// noListxattrat is set once listxattrat(2) (Linux 6.13) is found
+// missing.
+var noListxattrat atomic.Bool
+
+// listXattrAt lists the xattrs of name in dfd, not following a symlink:
+// by listxattrat(2), which looks up name alone, else by full, its
+// /proc/self/fd path, whose walk through /proc costs a scan about as
+// much as its statx.
+func listXattrAt(dfd int, name, full string) ([]string, error) {
+	if noListxattrat.Load() {
+		return listXattr(full)
+	}
+	return listXattrWith(func(buf []byte) (int, error) {
+		n, err := listxattrat(dfd, name, buf)
+		if err == unix.ENOSYS {
+			noListxattrat.Store(true)
+			return unix.Llistxattr(full, buf)
+		}
+		return n, err
+	})
+}
+
+func listxattrat(dfd int, name string, buf []byte) (int, error) {
+	p, err := unix.BytePtrFromString(name)
+	if err != nil {
+		return 0, err
+	}
+	var b unsafe.Pointer
+	if len(buf) > 0 {
+		b = unsafe.Pointer(&buf[0])
+	}
+	n, _, e := unix.Syscall6(unix.SYS_LISTXATTRAT, uintptr(dfd), uintptr(unsafe.Pointer(p)), unix.AT_SYMLINK_NOFOLLOW,
+		uintptr(b), uintptr(len(buf)), 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
 func listXattr(full string) ([]string, error) {
-	buf := make([]byte, 4096)
+	return listXattrWith(func(buf []byte) (int, error) { return unix.Llistxattr(full, buf) })
+}
+
+// listXattrWith lists xattr names by list, a listxattr call.
+func listXattrWith(list func(buf []byte) (int, error)) ([]string, error) {
+	buf := make([]byte, 512)
 	for {
-		n, err := unix.Llistxattr(full, buf)
+		n, err := list(buf)
 		if err == unix.ERANGE {
 			buf = make([]byte, 2*len(buf))
 			continue

@@ -40,7 +40,8 @@ type watcher struct {
 	// modified: names written to (IN_MODIFY) since the last take, per
 	// directory: a write that left size and mtime as they were.
 	modified map[*wdir]map[string]bool
-	full     bool // the queue overflowed: everything must be rescanned
+	full     bool   // the queue overflowed: everything must be rescanned
+	moved    uint64 // moves seen (IN_MOVED_FROM, IN_MOVED_TO), in all
 	buf      []byte
 	quiets   map[*wdir]int // directories whose watch has no IN_MODIFY (quiet.go): their fds
 	quieted  uint64        // directories made quiet, in all
@@ -196,6 +197,9 @@ func (w *watcher) event(wd int32, mask, cookie uint32, name string) {
 	d := w.byWd[wd]
 	if d == nil {
 		return
+	}
+	if mask&(unix.IN_MOVED_FROM|unix.IN_MOVED_TO) != 0 {
+		w.moved++
 	}
 	switch {
 	case mask&unix.IN_IGNORED != 0:

@@ -353,3 +353,60 @@ func TestQuietWrittenMoved(t *testing.T) {
 		t.Errorf("written marks d %v, d2 %v: want f's moved to d2", e.w.written[e.w.find("d")], e.w.written[e.w.find("d2")])
 	}
 }
+
+// TestSettleOnlyForMoves: changes made while a pass scanned are
+// rescanned by it only if something moved; creates are left marked for
+// the next pass, which finds them.
+func TestSettleOnlyForMoves(t *testing.T) {
+	f := newFixture(t)
+	os.MkdirAll(filepath.Join(f.upper, "a"), 0o755)
+	os.MkdirAll(filepath.Join(f.upper, "b"), 0o755)
+	e := passEngine(t, f)
+	sc := newScan(e.o.Upper, e.st, e.w, map[string]bool{})
+	sc.dir("", true)
+	f.upperFile("a/created", "c") // as if while the scan ran
+	if !e.settle(sc, map[string]bool{}) {
+		t.Fatalf("settle with a create: not settled")
+	}
+	if sc.changed["a/created"] != nil || !e.w.pending() {
+		t.Errorf("a create while scanning: rescanned now (%v) or not left for the next pass (pending %v)", sc.changed["a/created"] != nil, e.w.pending())
+	}
+	e.pass(false, false)
+	f.wantHost("a/created", "c")
+	sc = newScan(e.o.Upper, e.st, e.w, map[string]bool{})
+	sc.dir("", true)
+	if err := os.Rename(filepath.Join(f.upper, "a/created"), filepath.Join(f.upper, "b/moved")); err != nil {
+		t.Fatal(err)
+	}
+	if !e.settle(sc, map[string]bool{}) {
+		t.Fatalf("settle with a move: not settled")
+	}
+	if sc.changed["b/moved"] == nil || sc.changed["a/created"] != nil {
+		t.Errorf("a move while scanning: b/moved seen %v, a/created still seen %v; want the rescan's view", sc.changed["b/moved"] != nil, sc.changed["a/created"] != nil)
+	}
+}
+
+// TestSettleWakes: a write whose event a pass's settling reads, after
+// the scan, quiets its directory, which the settling does not rescan
+// (no move): the directory has IN_MODIFY back before the pass reads any
+// data, and is left for the next pass.
+func TestSettleWakes(t *testing.T) {
+	f := newFixture(t)
+	os.MkdirAll(filepath.Join(f.upper, "d"), 0o755)
+	f.upperFile("d/f", "a")
+	e := passEngine(t, f)
+	f.upperFile("d/f", "b")
+	e.w.read()
+	sc := newScan(e.o.Upper, e.st, e.w, map[string]bool{})
+	sc.dir("", true)
+	f.upperFile("d/f", "c") // as if while the scan ran
+	e.settle(sc, map[string]bool{})
+	if m := watchMaskOf(t, e, "d"); m&unix.IN_MODIFY == 0 {
+		t.Errorf("mask %#x after settling: d quiet while the pass reads data", m)
+	}
+	if !e.w.pending() {
+		t.Errorf("d not left for the next pass")
+	}
+	e.pass(false, false)
+	f.wantHost("d/f", "c")
+}
