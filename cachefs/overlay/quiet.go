@@ -19,9 +19,10 @@ import "golang.org/x/sys/unix"
 // end raises the event that sends the file again. Reads happen only
 // with IN_MODIFY on: every directory a pass scans is watched again
 // before its entries are read, and events, which quiet directories,
-// are read only between passes and by the pass's settling, which
-// rescans their directories. The directory must then stay awake until
-// such a write ends. So the engine notes, for each file it read,
+// are read only between passes and by the pass's settling, which wakes
+// every quiet directory before it returns. The directory must then stay
+// awake until such a write ends. So the engine notes, for each file it
+// read,
 // whether it was open for writing as it was read (a read lease refused,
 // hasWriter: a file nobody had open for writing had no write in
 // progress), and a directory holding a file so noted does not go quiet
