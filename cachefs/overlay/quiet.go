@@ -22,8 +22,7 @@ import "golang.org/x/sys/unix"
 // are read only between passes and by the pass's settling, which wakes
 // every quiet directory before it returns. The directory must then stay
 // awake until such a write ends. So the engine notes, for each file it
-// read,
-// whether it was open for writing as it was read (a read lease refused,
+// read, whether it was open for writing as it was read (a read lease refused,
 // hasWriter: a file nobody had open for writing had no write in
 // progress), and a directory holding a file so noted does not go quiet
 // until a pass reads that file again with no writer, or finds nobody
