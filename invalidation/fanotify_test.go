@@ -275,28 +275,8 @@ func TestFanotifyBindMountFallsBack(t *testing.T) {
 // a tmpfs of the test's own: fanotify delivers none of those events,
 // and the watched tree's still arrive.
 func TestFanotifyUnwatched(t *testing.T) {
-	disk := t.TempDir()
-	if err := unix.Mount("tmpfs", disk, "tmpfs", 0, "size=4m"); err != nil {
-		t.Skipf("mount tmpfs: %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(disk, unix.MNT_DETACH) })
+	h, r, disk := unwatchedHub(t, "data")
 	export, state := filepath.Join(disk, "export"), filepath.Join(disk, "state")
-	for _, d := range []string{export, state, filepath.Join(state, "data")} {
-		if err := os.Mkdir(d, 0755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	mfd, err := unix.Open(disk, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(mfd)
-	h, err := NewHub(HubOptions{Kind: Fanotify, MountFD: mfd, Unwatched: []string{state}})
-	if err != nil {
-		t.Skipf("no fanotify here: %v", err)
-	}
-	t.Cleanup(func() { h.Close() })
-	_, r := watchTrees(t, h, export)
 
 	for i := range 20 { // as staging files and the journal are used
 		p := filepath.Join(state, "data", strconv.Itoa(i))
@@ -323,28 +303,8 @@ func TestFanotifyUnwatched(t *testing.T) {
 // after the state directory was marked, and an untar into it makes
 // thousands more).
 func TestFanotifyUnwatchedNewDirs(t *testing.T) {
-	disk := t.TempDir()
-	if err := unix.Mount("tmpfs", disk, "tmpfs", 0, "size=4m"); err != nil {
-		t.Skipf("mount tmpfs: %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(disk, unix.MNT_DETACH) })
+	h, r, disk := unwatchedHub(t)
 	export, state := filepath.Join(disk, "export"), filepath.Join(disk, "state")
-	for _, d := range []string{export, state} {
-		if err := os.Mkdir(d, 0755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	mfd, err := unix.Open(disk, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(mfd)
-	h, err := NewHub(HubOptions{Kind: Fanotify, MountFD: mfd, Unwatched: []string{state}})
-	if err != nil {
-		t.Skipf("no fanotify here: %v", err)
-	}
-	t.Cleanup(func() { h.Close() })
-	_, r := watchTrees(t, h, export)
 	marked := func(n uint64) {
 		t.Helper()
 		for i := 0; h.Stats().UnwatchedDirs < n; i++ {
@@ -380,4 +340,38 @@ func TestFanotifyUnwatchedNewDirs(t *testing.T) {
 	if n := h.Stats().Filtered - before; n != 0 {
 		t.Errorf("%d events read and filtered from the new directories, want none", n)
 	}
+}
+
+// unwatchedHub mounts a tmpfs of the test's own, the disk, holding
+// export/ and state/ (with state's subdirectories sub), and starts a
+// fanotify Hub whose unwatched tree is state, watching export.
+func unwatchedHub(t *testing.T, sub ...string) (*Hub, *recorder, string) {
+	t.Helper()
+	disk := t.TempDir()
+	if err := unix.Mount("tmpfs", disk, "tmpfs", 0, "size=4m"); err != nil {
+		t.Skipf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(disk, unix.MNT_DETACH) })
+	export, state := filepath.Join(disk, "export"), filepath.Join(disk, "state")
+	dirs := []string{export, state}
+	for _, d := range sub {
+		dirs = append(dirs, filepath.Join(state, d))
+	}
+	for _, d := range dirs {
+		if err := os.Mkdir(d, 0755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mfd, err := unix.Open(disk, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(mfd)
+	h, err := NewHub(HubOptions{Kind: Fanotify, MountFD: mfd, Unwatched: []string{state}})
+	if err != nil {
+		t.Skipf("no fanotify here: %v", err)
+	}
+	t.Cleanup(func() { h.Close() })
+	_, r := watchTrees(t, h, export)
+	return h, r, disk
 }
