@@ -333,7 +333,7 @@ func (fs *FS) localizeChild(dir *node, name string) {
 	}
 	c := dir.local.children[name]
 	fs.wb.mu.Unlock()
-	if c != nil && fs.localize(c, false) == nil {
+	if c != nil && fs.localize(c, len(fs.handles.lazyOf(c)) > 0) == nil {
 		fs.wb.mu.Unlock()
 	}
 }

@@ -121,3 +121,45 @@ func TestDelegatedParkNameRefused(t *testing.T) {
 	}
 	wantFile(t, filepath.Join(export, "f"), "data", 0o644)
 }
+
+// TestDelegatedReplacedOpenFile: a file the guest opened after it was
+// written back (a lazy open, read by node) and then replaced by a
+// rename keeps reading its own data after the rename is written back.
+// The host could no longer reach it through the portable backend, which
+// reopens a node by its name only (macOS's way): the read failed with
+// ESTALE. The replaced file's data is now copied into the guest when a
+// name with lazily opened handles is replaced or removed.
+func TestDelegatedReplacedOpenFile(t *testing.T) {
+	for _, backend := range []string{"handles", "portable"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Setenv("CACHEFS_BACKEND", backend)
+			export := t.TempDir()
+			env := startDelegated(t, export, t.TempDir())
+			a, b := filepath.Join(env.Mountpoint, "a"), filepath.Join(env.Mountpoint, "b")
+			for p, data := range map[string]string{a: "new", b: "old"} {
+				if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if failed := env.FS.WriteBack(); len(failed) > 0 {
+				t.Fatalf("write-back failures: %+v", failed)
+			}
+			old, err := os.Open(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer old.Close()
+			if err := os.Rename(a, b); err != nil {
+				t.Fatal(err)
+			}
+			if failed := env.FS.WriteBack(); len(failed) > 0 {
+				t.Fatalf("write-back failures: %+v", failed)
+			}
+			buf := make([]byte, 16)
+			if n, err := old.ReadAt(buf, 0); string(buf[:n]) != "old" {
+				t.Errorf("the replaced file through its descriptor: %q, %v; want \"old\"", buf[:n], err)
+			}
+			wantFile(t, filepath.Join(export, "b"), "new", 0o644)
+		})
+	}
+}
