@@ -295,12 +295,12 @@ func testHostDiskFullDelegated(t *testing.T, overlay bool) {
 	if err == nil {
 		t.Fatalf("ctl flush succeeded with the host full")
 	}
-	full := "d/b" // the journal's order: d/a fits, d/b does not
+	full := "write d/b: " // the journal's order: d/a fits, d/b does not
 	if overlay {
-		full = "d/" // an overlay's pass sends d's files in its own order
+		full = "write " // an overlay's pass sends the files in an order of its own
 	}
 	if !strings.Contains(stderr, full) || !strings.Contains(stderr, syscall.ENOSPC.Error()) {
-		t.Errorf("ctl flush: %q, want the path %s and %q", stderr, full, syscall.ENOSPC.Error())
+		t.Errorf("ctl flush: %q, want %q and %q", stderr, full, syscall.ENOSPC.Error())
 	}
 	if !overlay {
 		checkFailureStats(t, p.ctl, "d/b")
