@@ -71,12 +71,12 @@ func (g *Guest) watchMount(m mountKey, gone func()) {
 		return
 	}
 	g.unwatch = append(g.unwatch, w)
-	go watchMount(m, r, gone)
+	go pollMount(m, r, gone)
 }
 
-// watchMount calls gone when mount m is gone, or returns when stop is
+// pollMount calls gone when mount m is gone, or returns when stop is
 // closed.
-func watchMount(m mountKey, stop *os.File, gone func()) {
+func pollMount(m mountKey, stop *os.File, gone func()) {
 	defer stop.Close()
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {

@@ -78,8 +78,9 @@ func (w *watcher) quiet(d *wdir) {
 	}
 }
 
-// undo gives back its mask to the watch wd that quiet changed by
-// mistake, or removes it if quiet made it.
+// undo gives back its mask to the watch wd that a mask change through fd
+// reached by mistake (another directory is at the path now, or the
+// watch meant went), or removes it if the change made it.
 func (w *watcher) undo(fd int, wd int32) {
 	if d := w.byWd[wd]; d == nil {
 		unix.InotifyRmWatch(w.fd, uint32(wd))
@@ -104,8 +105,8 @@ func (w *watcher) unquiet(d *wdir, restore bool) {
 	}
 	delete(w.quiets, d)
 	if restore {
-		if wd, err := unix.InotifyAddWatch(w.fd, fdPath(fd, ""), watchMask); err == nil && int32(wd) != d.wd && w.byWd[int32(wd)] == nil {
-			unix.InotifyRmWatch(w.fd, uint32(wd)) // d's watch went: its IN_IGNORED is queued
+		if wd, err := unix.InotifyAddWatch(w.fd, fdPath(fd, ""), watchMask); err == nil && int32(wd) != d.wd {
+			w.undo(fd, int32(wd)) // d's watch went: its IN_IGNORED is queued
 		}
 	}
 	unix.Close(fd)
