@@ -21,9 +21,7 @@ import (
 // at a flush), Stats.OverlaysOff says why, and the log says it once
 // however many registrations fall back.
 func TestOverlaysOff(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("overlays need root")
-	}
+	requireOverlays(t)
 	cases := []struct {
 		name  string
 		setup func(o *harness.Options, state string)
@@ -136,9 +134,7 @@ func (l *logLines) count(s string) int {
 // daemon's start, as the numbered ones are; the probe's directory is no
 // overlay's.
 func TestOverlayOrphanRecovered(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("overlays need root")
-	}
+	requireOverlays(t)
 	export, state := t.TempDir(), t.TempDir()
 	writeTree(t, export, map[string]string{"sub/f": "f"})
 	writeTree(t, filepath.Join(state, "overlay", ".orphan-0"), map[string]string{"prefix": "sub", "upper/kept": "kept"})

@@ -11,9 +11,7 @@ import (
 // overlay's upperdir is still absolute in mountinfo, where a restarted
 // daemon looks for the overlays a killed one left.
 func TestOverlayRelativeStateDir(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("overlays need root")
-	}
+	requireOverlays(t)
 	export, state := t.TempDir(), t.TempDir()
 	cwd, _ := os.Getwd()
 	rel, err := filepath.Rel(cwd, state)

@@ -34,9 +34,7 @@ func overlayEnvHeld(t *testing.T, export, state, sub string) *harness.Env {
 
 func startOverlayEnv(t *testing.T, export, state string, held bool, sub string) *harness.Env {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("overlays need root")
-	}
+	requireOverlays(t)
 	env := harness.Start(t, harness.Options{Export: export, StateDir: state, CacheTTL: time.Nanosecond,
 		FS: cachefs.Options{Overlays: true}})
 	if held {
@@ -221,5 +219,13 @@ func TestOverlayKilledDaemon(t *testing.T) {
 	compareTrees(t, "host after the restart", fullTree(t, filepath.Join(export, "sub")), guest)
 	if left, _ := os.ReadDir(filepath.Join(state, "overlay")); len(left) != 0 {
 		t.Errorf("state directory keeps %v after the recovery", left)
+	}
+}
+
+// requireOverlays skips a test that mounts overlays where it cannot.
+func requireOverlays(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("overlays need root")
 	}
 }

@@ -272,8 +272,8 @@ func implName(overlay bool) string {
 
 func testHostDiskFullDelegated(t *testing.T, overlay bool) {
 	requireFUSE(t)
-	if overlay && os.Geteuid() != 0 {
-		t.Skip("overlays need root")
+	if overlay {
+		requireOverlays(t)
 	}
 	p := newPaths(t)
 	disk := mountTmpfs(t, tmpfsSize)
@@ -380,8 +380,8 @@ func TestGuestDiskFullDelegated(t *testing.T) {
 
 func testGuestDiskFullDelegated(t *testing.T, overlay bool) {
 	requireFUSE(t)
-	if overlay && os.Geteuid() != 0 {
-		t.Skip("overlays need root")
+	if overlay {
+		requireOverlays(t)
 	}
 	p := newPaths(t)
 	disk := mountTmpfs(t, tmpfsSize)

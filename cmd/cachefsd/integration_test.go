@@ -64,6 +64,14 @@ func requireFUSE(t *testing.T) {
 	}
 }
 
+// requireOverlays skips a test that mounts overlays where it cannot.
+func requireOverlays(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("overlays need root")
+	}
+}
+
 func requireTool(t *testing.T, name string) {
 	t.Helper()
 	if _, err := exec.LookPath(name); err != nil {

@@ -20,9 +20,7 @@ import (
 // and ctl unregister takes the overlay away; with --overlay=false the
 // subtree is FUSE delegated and ctl stats says why.
 func TestOverlayDefault(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("overlays need root")
-	}
+	requireOverlays(t)
 	cases := []struct {
 		name    string
 		argv    func(p paths) []string
@@ -91,9 +89,7 @@ func isOverlayMount(t *testing.T, dir string) bool {
 // again: the host tree equals the same changes made on a plain
 // directory.
 func TestGuestKilledOverlay(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("overlays need root")
-	}
+	requireOverlays(t)
 	p, model, state := newPaths(t), filepath.Join(t.TempDir(), "sub"), t.TempDir()
 	for _, root := range []string{filepath.Join(p.export, "sub"), model} {
 		os.MkdirAll(filepath.Join(root, "hdir"), 0o755)
@@ -158,9 +154,7 @@ func TestGuestKilledOverlay(t *testing.T) {
 // host, a cached registration inside still binds its view, and a stop
 // writes back and leaves no mount.
 func TestDefaultModeDelegatedOverlay(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("overlays need root")
-	}
+	requireOverlays(t)
 	p := newPaths(t)
 	os.Mkdir(filepath.Join(p.export, "sub"), 0o755)
 	os.WriteFile(filepath.Join(p.export, "sub/host"), []byte("host"), 0o644)
